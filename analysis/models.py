@@ -1,0 +1,102 @@
+"""Gold scores, analysis runs and everything a run persists.
+
+Results are keyed by run, so a retried task overwrites its own rows and a
+page only ever shows the tables of a run whose status is ``done``.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+
+from surveys.models import Item, Participant, Study
+
+
+class GoldScore(models.Model):
+    item = models.OneToOneField(Item, on_delete=models.CASCADE, related_name="gold")
+    score = models.FloatField()
+    updated_at = models.DateTimeField(auto_now=True)
+
+
+class AnalysisRun(models.Model):
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="analysis_runs")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
+    thresholds = models.JSONField(default=dict)
+    requested_by = models.CharField(max_length=150, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    step = models.CharField(max_length=50, blank=True)
+    timings = models.JSONField(default=dict)
+    error = models.TextField(blank=True)
+    n_participants = models.PositiveIntegerField(default=0)
+    n_retained = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status__in=["queued", "running", "done", "failed"]), name="run_status_known"
+            ),
+            models.CheckConstraint(
+                condition=~Q(status="done") | Q(finished_at__isnull=False), name="run_done_has_finish_time"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"run {self.pk} of {self.study_id} ({self.status})"
+
+
+class ParticipantResult(models.Model):
+    run = models.ForeignKey(AnalysisRun, on_delete=models.CASCADE, related_name="participant_results")
+    participant = models.ForeignKey(Participant, on_delete=models.CASCADE, related_name="results")
+    duration_minutes = models.FloatField(null=True)
+    sd = models.FloatField(null=True)
+    mae = models.FloatField(null=True)
+    fast_share = models.FloatField(null=True)
+    attention_failures = models.PositiveIntegerField(default=0)
+    excluded_by = models.CharField(max_length=20, blank=True)
+    payable = models.BooleanField(default=True)
+    reject_reason = models.CharField(max_length=40, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "participant"], name="result_unique_participant"),
+            models.CheckConstraint(
+                condition=Q(excluded_by__in=["", "incomplete", "attention", "duration", "speed", "straightlining"]),
+                name="result_rule_known",
+            ),
+        ]
+
+
+class ResultTable(models.Model):
+    """One tidy table of a run (filter_flow, win_table, ttests, ...), stored as records."""
+
+    run = models.ForeignKey(AnalysisRun, on_delete=models.CASCADE, related_name="tables")
+    name = models.CharField(max_length=60)
+    columns = models.JSONField(default=list)
+    rows = models.JSONField(default=list)
+    note = models.TextField(blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "name"], name="result_table_unique_name")]
+
+
+class EmbeddingCache(models.Model):
+    """Sentence embeddings by text hash, so each text is encoded once per model."""
+
+    model_name = models.CharField(max_length=100)
+    text_hash = models.CharField(max_length=64)
+    vector = models.BinaryField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["model_name", "text_hash"], name="embedding_unique_text"),
+        ]

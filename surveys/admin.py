@@ -1,0 +1,55 @@
+from django.contrib import admin
+
+from .models import Block, Item, Participant, Study
+
+
+class BlockInline(admin.TabularInline):
+    model = Block
+    fields = ("key", "scenario", "order", "set_number")
+    extra = 0
+    show_change_link = True
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        # Content comes from definition files (load_study), never from ad-hoc edits.
+        return False
+
+
+@admin.register(Study)
+class StudyAdmin(admin.ModelAdmin):
+    list_display = ("slug", "title", "is_demo_content", "is_open", "target_completions", "participant_count")
+    search_fields = ("slug", "title")
+    filter_horizontal = ("owners",)
+    readonly_fields = ("slug", "consent_text", "instructions_text", "question_text", "ranking_enabled", "best_worst_enabled")
+    fieldsets = (
+        (None, {"fields": ("slug", "title", "description", "is_demo_content", "is_open", "owners")}),
+        ("Participant-facing content (from the definition file)", {
+            "fields": ("consent_text", "instructions_text", "question_text", "ranking_enabled", "best_worst_enabled"),
+        }),
+        ("Recruitment", {"fields": ("id_param", "study_param", "session_param", "id_pattern", "completion_code",
+                                    "completion_url", "target_completions")}),
+        ("Quality rules", {"fields": ("duration_min_minutes", "duration_max_minutes", "fast_block_seconds",
+                                      "fast_share_max", "straightline_sd_max", "straightline_mae_min",
+                                      "attention_failures_allowed")}),
+    )
+    inlines = [BlockInline]
+
+    @admin.display(description="participants")
+    def participant_count(self, obj: Study) -> int:
+        return obj.participants.filter(is_preview=False).count()
+
+
+@admin.register(Item)
+class ItemAdmin(admin.ModelAdmin):
+    list_display = ("key", "block", "system", "condition")
+    list_filter = ("study", "condition")
+    search_fields = ("key", "text")
+    list_select_related = ("block", "system", "condition")
+
+
+@admin.register(Participant)
+class ParticipantAdmin(admin.ModelAdmin):
+    list_display = ("pseudonym", "study", "status", "source", "started_at", "finished_at")
+    list_filter = ("study", "status", "source", "is_preview")
+    search_fields = ("pseudonym",)
+    exclude = ("external_id",)
+    readonly_fields = ("pseudonym", "seed", "completion_code")

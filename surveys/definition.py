@@ -1,0 +1,304 @@
+"""The study definition file: its schema and the checks across its parts.
+
+``parse_definition`` returns a validated ``StudyDefinition`` or raises
+``DefinitionError`` listing every problem with its path in the file, written
+like ``blocks[3].responses[4].condition: unknown condition "fine_tuned"``
+(indices count from 0). Nothing here touches the database.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Annotated, Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+Key = Annotated[str, Field(min_length=1, max_length=50, pattern=r"^[A-Za-z0-9_.\-]+$")]
+NonEmpty = Annotated[str, Field(min_length=1)]
+
+US_STATES = (
+    "AL AK AZ AR CA CO CT DE DC FL GA HI ID IL IN IA KS KY LA ME MD MA MI MN MS MO MT NE NV NH NJ NM "
+    "NY NC ND OH OK OR PA RI SC SD TN TX UT VT VA WA WV WI WY"
+).split()
+OUTSIDE_US = "Outside the US"
+PREFER_NOT = "Prefer not to answer"
+
+# The wording of the TIDE paper's demographics table (Table 3), plus US state.
+DEFAULT_DEMOGRAPHICS: list[dict[str, Any]] = [
+    {"key": "age", "prompt": "What is your age?",
+     "choices": ["18-29", "30-39", "40-49", "50-59", "60-69", "70+", PREFER_NOT]},
+    {"key": "sex", "prompt": "What is your sex assigned at birth?", "choices": ["Female", "Male", "Intersex", PREFER_NOT]},
+    {"key": "gender", "prompt": "What is your gender?",
+     "choices": ["Woman", "Man", "Non-binary", "Other/Unknown", PREFER_NOT]},
+    {"key": "race", "prompt": "What is your race?",
+     "choices": ["White or Caucasian", "Black or African American", "Asian", "American Indian or Alaska Native",
+                 "Native Hawaiian or Other Pacific Islander", "Multiracial", "Other/Unknown", PREFER_NOT]},
+    {"key": "hispanic", "prompt": "Are you of Hispanic, Latino, or Spanish origin?", "choices": ["Yes", "No", PREFER_NOT]},
+    {"key": "education", "prompt": "What is the highest level of education you have completed?",
+     "choices": ["High school diploma or less", "Some college, no degree", "Associate degree", "Bachelor's degree",
+                 "Graduate or professional degree", PREFER_NOT]},
+    {"key": "employment", "prompt": "What is your employment status?",
+     "choices": ["Employed full-time", "Employed part-time", "Self-employed", "Unemployed", "Student", "Retired",
+                 "Unable to work", "Other/Unknown", PREFER_NOT]},
+    {"key": "state", "prompt": "Which US state do you live in?", "choices": US_STATES + [OUTSIDE_US, PREFER_NOT]},
+]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+
+class DimensionDef(Strict):
+    key: Key
+    label: NonEmpty
+    min: int = Field(ge=0, le=100)
+    max: int = Field(ge=1, le=100)
+    labels: dict[str, str] = Field(default_factory=dict, description="scale point -> label; at least min and max")
+
+    @model_validator(mode="after")
+    def _scale(self) -> "DimensionDef":
+        if self.max <= self.min:
+            raise ValueError(f"max ({self.max}) must be greater than min ({self.min})")
+        points = {str(p) for p in range(self.min, self.max + 1)}
+        stray = sorted(set(self.labels) - points)
+        if stray:
+            raise ValueError(f"labels for points outside the scale: {', '.join(stray)}")
+        return self
+
+
+class ScenarioDef(Strict):
+    id: Key
+    label: str = ""
+    user_input: NonEmpty
+
+
+class ResponseDef(Strict):
+    id: Key
+    option: int | None = Field(default=None, ge=1, le=50)
+    system: NonEmpty
+    condition: NonEmpty
+    text: NonEmpty
+    label: str = Field(default="", max_length=20, description="shown source label, e.g. A-E (best-worst studies)")
+
+
+class BlockDef(Strict):
+    id: Key
+    scenario: Key
+    set: int | None = None
+    responses: list[ResponseDef] = Field(min_length=2, max_length=10)
+
+
+class AttentionCheckDef(Strict):
+    id: Key
+    text: NonEmpty
+    expected: int
+
+
+class FreeTextDef(Strict):
+    key: Key
+    prompt: NonEmpty
+    max_length: int = Field(default=1000, ge=1, le=10000)
+    required: bool = False
+    per_block: bool = False
+
+
+class DemographicDef(Strict):
+    key: str
+    prompt: NonEmpty
+    choices: list[NonEmpty] = Field(min_length=1)
+
+    @field_validator("key")
+    @classmethod
+    def _known(cls, value: str) -> str:
+        known = [d["key"] for d in DEFAULT_DEMOGRAPHICS]
+        if value not in known:
+            raise ValueError(f'unknown demographic "{value}"; use one of {", ".join(known)}')
+        return value
+
+
+class QualityDef(Strict):
+    duration_min_minutes: float = Field(default=10, ge=0)
+    duration_max_minutes: float = Field(default=75, gt=0)
+    fast_block_seconds: float = Field(default=10, ge=0)
+    fast_share_max: float = Field(default=0.25, ge=0, le=1)
+    straightline_sd_max: float = Field(default=0.6, ge=0)
+    straightline_mae_min: float = Field(default=0.9, ge=0)
+    attention_failures_allowed: int = Field(default=0, ge=0)
+
+    @model_validator(mode="after")
+    def _window(self) -> "QualityDef":
+        if self.duration_max_minutes <= self.duration_min_minutes:
+            raise ValueError("duration_max_minutes must be greater than duration_min_minutes")
+        return self
+
+
+class RecruitmentDef(Strict):
+    completion_code: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_\-]+$")]
+    completion_url: str = "https://app.prolific.com/submissions/complete?cc={code}"
+    target_completions: int | None = Field(default=None, gt=0)
+    id_param: Key = "PROLIFIC_PID"
+    study_param: Key = "STUDY_ID"
+    session_param: Key = "SESSION_ID"
+    id_pattern: str = r"^[0-9a-f]{24}$"
+
+    @field_validator("id_pattern")
+    @classmethod
+    def _regex(cls, value: str) -> str:
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"not a valid regular expression: {exc}") from None
+        return value
+
+    @field_validator("completion_url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        if not value.startswith(("https://", "http://")) or "{code}" not in value:
+            raise ValueError("must be an http(s) URL containing {code}")
+        return value
+
+
+class StudyDefinition(Strict):
+    slug: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[a-z0-9]+(?:-[a-z0-9]+)*$")]
+    title: NonEmpty
+    description: str = ""
+    demo_content: bool = False
+    consent: NonEmpty
+    instructions: NonEmpty
+    question_text: str = ""
+    ranking: bool = False
+    best_worst: bool = False
+    dimensions: list[DimensionDef] = Field(default_factory=list)
+    systems: list[NonEmpty] = Field(min_length=1)
+    conditions: list[NonEmpty] = Field(min_length=1)
+    reference_conditions: list[str] = Field(default_factory=lambda: ["reference"])
+    scenarios: list[ScenarioDef] = Field(min_length=1)
+    blocks: list[BlockDef] = Field(min_length=1)
+    attention_checks: list[AttentionCheckDef] = Field(default_factory=list)
+    free_text: list[FreeTextDef] = Field(default_factory=list)
+    demographics: list[DemographicDef] = Field(default_factory=lambda: [DemographicDef(**d) for d in DEFAULT_DEMOGRAPHICS])
+    quality: QualityDef = Field(default_factory=QualityDef)
+    recruitment: RecruitmentDef
+
+
+class DefinitionError(Exception):
+    """Every problem found in a definition file, each prefixed by its path."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        super().__init__("\n".join(problems))
+
+
+def read_definition_file(path: str | Path) -> Any:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DefinitionError([f"{path}: cannot read the file ({exc})"]) from None
+    try:
+        if path.suffix.lower() in {".yaml", ".yml"}:
+            return yaml.safe_load(text)
+        return json.loads(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        raise DefinitionError([f"{path}: not valid {'YAML' if path.suffix.lower() in {'.yaml', '.yml'} else 'JSON'}: {exc}"]) from None
+
+
+def format_location(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out or "(top level)"
+
+
+def parse_definition(data: Any) -> StudyDefinition:
+    if not isinstance(data, dict):
+        raise DefinitionError(["(top level): the file must hold one JSON object"])
+    try:
+        definition = StudyDefinition.model_validate(data)
+    except ValidationError as exc:
+        raise DefinitionError([f"{format_location(e['loc'])}: {e['msg']}" for e in exc.errors()]) from None
+    problems = cross_reference_problems(definition)
+    if problems:
+        raise DefinitionError(problems)
+    return definition
+
+
+def _duplicates(values: list[str]) -> set[str]:
+    return {value for value, count in Counter(values).items() if count > 1}
+
+
+def cross_reference_problems(d: StudyDefinition) -> list[str]:
+    """Checks that span several parts of the file (unknown names, duplicates)."""
+    problems: list[str] = []
+    for name, values in (("systems", d.systems), ("conditions", d.conditions)):
+        for i, value in enumerate(values):
+            if value in _duplicates(values):
+                problems.append(f'{name}[{i}]: "{value}" is listed twice')
+    for i, ref in enumerate(d.reference_conditions):
+        if ref not in d.conditions:
+            problems.append(f'reference_conditions[{i}]: unknown condition "{ref}"')
+    problems += _check_keys("scenarios", [s.id for s in d.scenarios])
+    problems += _check_keys("blocks", [b.id for b in d.blocks])
+    problems += _check_keys("dimensions", [x.key for x in d.dimensions])
+    problems += _check_keys("attention_checks", [a.id for a in d.attention_checks])
+    problems += _check_keys("free_text", [f.key for f in d.free_text])
+    problems += _check_keys("demographics", [x.key for x in d.demographics])
+    problems += _check_blocks(d)
+    problems += _check_answer_modes(d)
+    return problems
+
+
+def _check_keys(name: str, keys: list[str]) -> list[str]:
+    dupes = _duplicates(keys)
+    return [f'{name}[{i}].id: "{key}" is used twice' for i, key in enumerate(keys) if key in dupes]
+
+
+def _check_blocks(d: StudyDefinition) -> list[str]:
+    problems = []
+    scenario_ids = {s.id for s in d.scenarios}
+    systems, conditions = set(d.systems), set(d.conditions)
+    response_ids = [r.id for b in d.blocks for r in b.responses]
+    duplicate_ids = _duplicates(response_ids)
+    sizes = {len(b.responses) for b in d.blocks}
+    for i, block in enumerate(d.blocks):
+        where = f"blocks[{i}]"
+        if block.scenario not in scenario_ids:
+            problems.append(f'{where}.scenario: unknown scenario "{block.scenario}"')
+        options = [r.option for r in block.responses if r.option is not None]
+        if len(options) != len(set(options)):
+            problems.append(f"{where}.responses: the same option number is used twice")
+        for k, response in enumerate(block.responses):
+            at = f"{where}.responses[{k}]"
+            if response.system not in systems:
+                problems.append(f'{at}.system: unknown system "{response.system}"')
+            if response.condition not in conditions:
+                problems.append(f'{at}: unknown condition "{response.condition}"')
+            if response.id in duplicate_ids:
+                problems.append(f'{at}.id: "{response.id}" is used by another response')
+    if d.ranking and len(sizes) > 1:
+        problems.append("blocks: ranking needs every block to show the same number of responses")
+    return problems
+
+
+def _check_answer_modes(d: StudyDefinition) -> list[str]:
+    problems = []
+    if not d.dimensions and not d.ranking and not d.best_worst:
+        problems.append("dimensions: a study needs at least one rating dimension, ranking or best_worst")
+    if d.attention_checks and not d.dimensions:
+        problems.append("attention_checks: instructed checks need a rating dimension to answer on")
+    if d.dimensions:
+        first = d.dimensions[0]
+        for i, check in enumerate(d.attention_checks):
+            if not first.min <= check.expected <= first.max:
+                problems.append(
+                    f"attention_checks[{i}].expected: {check.expected} is outside the {first.key} scale "
+                    f"{first.min}-{first.max}"
+                )
+    return problems

@@ -1,0 +1,193 @@
+"""Writing a validated study definition into the database.
+
+A study with no participants is updated in place (rows matched by their keys,
+rows the file no longer names removed). Once anyone has taken part, only
+settings that do not change what participants saw may change: titles,
+recruitment targets, quality thresholds, the completion URL.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+from django.db.models import F
+
+from .definition import StudyDefinition
+from .models import (
+    AttentionCheck,
+    Block,
+    Condition,
+    DemographicQuestion,
+    Dimension,
+    FreeTextQuestion,
+    Item,
+    Participant,
+    Scenario,
+    Study,
+    System,
+)
+
+
+class StudyLocked(Exception):
+    """The file would change what existing participants saw."""
+
+
+@dataclass(frozen=True)
+class LoadResult:
+    study: Study
+    created: bool
+    content_changed: bool
+
+
+def participant_facing_content(d: StudyDefinition) -> dict[str, Any]:
+    """Everything a participant sees or answers on; must not change once they exist."""
+    return d.model_dump(
+        include={
+            "consent", "instructions", "question_text", "ranking", "best_worst", "dimensions", "systems",
+            "conditions", "reference_conditions", "scenarios", "blocks", "attention_checks", "free_text",
+            "demographics",
+        }
+    )
+
+
+def content_differences(old: dict[str, Any], new: dict[str, Any], path: str = "") -> list[str]:
+    if isinstance(old, dict) and isinstance(new, dict):
+        out = []
+        for key in sorted(set(old) | set(new), key=str):
+            out += content_differences(old.get(key), new.get(key), f"{path}.{key}" if path else str(key))
+        return out
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        out = []
+        for i, (a, b) in enumerate(zip(old, new)):
+            out += content_differences(a, b, f"{path}[{i}]")
+        return out
+    return [] if old == new else [path]
+
+
+def _study_fields(d: StudyDefinition) -> dict[str, Any]:
+    return {
+        "title": d.title,
+        "description": d.description,
+        "is_demo_content": d.demo_content,
+        "consent_text": d.consent,
+        "instructions_text": d.instructions,
+        "question_text": d.question_text,
+        "ranking_enabled": d.ranking,
+        "best_worst_enabled": d.best_worst,
+        **d.recruitment.model_dump(),
+        **d.quality.model_dump(),
+        "definition": d.model_dump(mode="json"),
+    }
+
+
+@transaction.atomic
+def study_load(*, definition: StudyDefinition) -> LoadResult:
+    study = Study.objects.select_for_update().filter(slug=definition.slug).first()
+    created = study is None
+    new_content = participant_facing_content(definition)
+    if study is not None:
+        old_content = participant_facing_content(StudyDefinition.model_validate(study.definition))
+        changed = content_differences(old_content, new_content)
+        has_participants = Participant.objects.filter(study=study, is_preview=False).exists()
+        if changed and has_participants:
+            listed = ", ".join(changed[:8]) + (" ..." if len(changed) > 8 else "")
+            raise StudyLocked(
+                f'study "{study.slug}" already has participants, so what they saw cannot change '
+                f"(changed: {listed}). Load it under a new slug instead."
+            )
+    else:
+        changed = ["(new study)"]
+    fields = _study_fields(definition)
+    if created:
+        study = Study.objects.create(slug=definition.slug, **fields)
+    else:
+        Study.objects.filter(pk=study.pk).update(**fields)
+        study.refresh_from_db()
+    if changed:
+        # Preview participants have no counted answers; they go with the old content.
+        Participant.objects.filter(study=study, is_preview=True).delete()
+        _write_content(study, definition)
+    return LoadResult(study=study, created=created, content_changed=bool(changed))
+
+
+def _sync(model, study: Study, key_field: str, wanted: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Upsert rows of ``model`` for ``study`` by key; delete the ones not wanted."""
+    existing = {getattr(row, key_field): row for row in model.objects.filter(study=study)}
+    for key, row in existing.items():
+        if key not in wanted:
+            row.delete()
+    rows = {}
+    for key, values in wanted.items():
+        row = existing.get(key)
+        if row is None:
+            row = model.objects.create(study=study, **{key_field: key}, **values)
+        else:
+            for name, value in values.items():
+                setattr(row, name, value)
+            row.save()
+        rows[key] = row
+    return rows
+
+
+def _write_content(study: Study, d: StudyDefinition) -> None:
+    # Items go first so that removing a block, system or condition is not
+    # blocked by PROTECT references from items that are about to go anyway.
+    wanted_items = {r.id for b in d.blocks for r in b.responses}
+    Item.objects.filter(study=study).exclude(key__in=wanted_items).delete()
+    Block.objects.filter(study=study).exclude(key__in=[b.id for b in d.blocks]).delete()
+
+    systems = _sync(System, study, "name", {name: {} for name in d.systems})
+    conditions = _sync(
+        Condition, study, "name", {name: {"is_reference": name in d.reference_conditions} for name in d.conditions}
+    )
+    scenarios = _sync(
+        Scenario, study, "key", {s.id: {"label": s.label, "user_input": s.user_input} for s in d.scenarios}
+    )
+    _sync(
+        Dimension,
+        study,
+        "key",
+        {
+            x.key: {"label": x.label, "scale_min": x.min, "scale_max": x.max, "point_labels": x.labels, "order": i}
+            for i, x in enumerate(d.dimensions)
+        },
+    )
+    blocks = _sync(
+        Block,
+        study,
+        "key",
+        {b.id: {"scenario": scenarios[b.scenario], "order": i, "set_number": b.set} for i, b in enumerate(d.blocks)},
+    )
+    # Options are re-numbered in two passes so the (block, option) constraint
+    # never sees two rows with the same option in the middle of an update.
+    Item.objects.filter(study=study).update(option=F("option") + 1000)
+    wanted = {}
+    for block in d.blocks:
+        for k, r in enumerate(block.responses):
+            wanted[r.id] = {
+                "block": blocks[block.id],
+                "option": r.option or k + 1,
+                "source_label": r.label,
+                "text": r.text,
+                "system": systems[r.system],
+                "condition": conditions[r.condition],
+            }
+    _sync(Item, study, "key", wanted)
+    _sync(AttentionCheck, study, "key", {a.id: {"text": a.text, "expected_value": a.expected} for a in d.attention_checks})
+    _sync(
+        FreeTextQuestion,
+        study,
+        "key",
+        {
+            f.key: {"prompt": f.prompt, "max_length": f.max_length, "required": f.required, "per_block": f.per_block, "order": i}
+            for i, f in enumerate(d.free_text)
+        },
+    )
+    _sync(
+        DemographicQuestion,
+        study,
+        "key",
+        {q.key: {"prompt": q.prompt, "choices": q.choices, "order": i} for i, q in enumerate(d.demographics)},
+    )

@@ -1,0 +1,26 @@
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from surveys.definition import DefinitionError, parse_definition, read_definition_file
+from surveys.loader import StudyLocked, study_load
+
+
+class Command(BaseCommand):
+    help = "Validate a study definition file (JSON or YAML) and create or update the study."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("file", nargs="+", help="definition file(s), e.g. fixtures/tide.json")
+
+    def handle(self, *args, **options) -> None:
+        for path in options["file"]:
+            try:
+                result = study_load(definition=parse_definition(read_definition_file(path)))
+            except DefinitionError as exc:
+                lines = "\n".join(f"  {p}" for p in exc.problems)
+                raise CommandError(f"{path}: {len(exc.problems)} problem(s); nothing was written\n{lines}") from None
+            except StudyLocked as exc:
+                raise CommandError(f"{path}: {exc}") from None
+            study = result.study
+            verb = "created" if result.created else ("updated" if result.content_changed else "unchanged (settings refreshed)")
+            self.stdout.write(
+                f'study "{study.slug}" {verb}: {study.blocks.count()} blocks, {study.items.count()} items'
+            )

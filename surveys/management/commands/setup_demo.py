@@ -1,0 +1,30 @@
+import secrets
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.core.management.base import BaseCommand
+
+from surveys.models import Study
+
+DEMO_USERNAME = "researcher"
+DEMO_PASSWORD = "demo-researcher-password"
+FIXTURES = ["fixtures/tide.json", "fixtures/counselor.json", "fixtures/most_least.json"]
+
+
+class Command(BaseCommand):
+    help = "Load the three demo studies and a demo researcher who owns them (idempotent)."
+
+    def handle(self, *args, **options) -> None:
+        call_command("load_study", *[str(settings.BASE_DIR / f) for f in FIXTURES], stdout=self.stdout)
+        user, _ = get_user_model().objects.get_or_create(username=DEMO_USERNAME, defaults={"is_staff": True})
+        user.is_staff = True
+        user.set_password(DEMO_PASSWORD)
+        user.save()
+        for study in Study.objects.filter(slug__in=["tide", "counselor", "most-least"]):
+            study.owners.add(user)
+        site = settings.SITE_URL
+        self.stdout.write(self.style.SUCCESS(
+            f"\nDemo researcher: {DEMO_USERNAME} / {DEMO_PASSWORD}  (sign in at {site}/accounts/login/)\n"
+            f"Participant link: {site}/s/tide/?PROLIFIC_PID={secrets.token_hex(12)}&STUDY_ID=demo&SESSION_ID=demo\n"
+        ))

@@ -1,0 +1,430 @@
+"""Studies, what participants are shown, and what they answer.
+
+A study's content (scenarios, blocks, items, dimensions, checks, questions) is
+written only by ``surveys.loader``. A participant's assignment (the randomized
+order of blocks and of the responses inside each block) is drawn once and
+stored as ``BlockVisit`` and ``ItemPlacement`` rows; answers fill those rows.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+from django.conf import settings
+from django.db import models
+from django.db.models import F, Q
+
+
+def new_pseudonym_key() -> str:
+    return secrets.token_hex(32)
+
+
+class Study(models.Model):
+    slug = models.SlugField(max_length=64, unique=True)
+    title = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    is_demo_content = models.BooleanField(default=False)
+    consent_text = models.TextField()
+    instructions_text = models.TextField()
+    question_text = models.TextField(blank=True)
+    ranking_enabled = models.BooleanField(default=False)
+    best_worst_enabled = models.BooleanField(default=False)
+    is_open = models.BooleanField(default=True)
+    owners = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="owned_studies")
+
+    # Recruitment: which URL parameters carry the panel's identifiers.
+    id_param = models.CharField(max_length=64, default="PROLIFIC_PID")
+    study_param = models.CharField(max_length=64, default="STUDY_ID")
+    session_param = models.CharField(max_length=64, default="SESSION_ID")
+    id_pattern = models.CharField(max_length=200, default=r"^[0-9a-f]{24}$")
+    completion_code = models.CharField(max_length=64)
+    completion_url = models.CharField(
+        max_length=500, default="https://app.prolific.com/submissions/complete?cc={code}"
+    )
+    target_completions = models.PositiveIntegerField(null=True, blank=True)
+
+    # Quality rules (DESIGN 3.2); a run copies the values it used.
+    duration_min_minutes = models.FloatField(default=10)
+    duration_max_minutes = models.FloatField(default=75)
+    fast_block_seconds = models.FloatField(default=10)
+    fast_share_max = models.FloatField(default=0.25)
+    straightline_sd_max = models.FloatField(default=0.6)
+    straightline_mae_min = models.FloatField(default=0.9)
+    attention_failures_allowed = models.PositiveIntegerField(default=0)
+
+    pseudonym_key = models.CharField(max_length=64, default=new_pseudonym_key, editable=False)
+    definition = models.JSONField(default=dict, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name_plural = "studies"
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(duration_min_minutes__gte=0) & Q(duration_max_minutes__gt=F("duration_min_minutes")),
+                name="study_duration_window_valid",
+            ),
+            models.CheckConstraint(
+                condition=Q(fast_share_max__gte=0) & Q(fast_share_max__lte=1), name="study_fast_share_is_fraction"
+            ),
+            models.CheckConstraint(condition=Q(fast_block_seconds__gte=0), name="study_fast_seconds_nonnegative"),
+            models.CheckConstraint(condition=Q(straightline_sd_max__gte=0), name="study_sd_threshold_nonnegative"),
+            models.CheckConstraint(condition=Q(straightline_mae_min__gte=0), name="study_mae_threshold_nonnegative"),
+            models.CheckConstraint(condition=~Q(completion_code=""), name="study_completion_code_set"),
+            models.CheckConstraint(
+                condition=Q(target_completions__isnull=True) | Q(target_completions__gt=0),
+                name="study_target_positive",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.slug
+
+    @property
+    def quality_thresholds(self) -> dict[str, float]:
+        return {name: getattr(self, name) for name in QUALITY_FIELDS}
+
+
+QUALITY_FIELDS = (
+    "duration_min_minutes",
+    "duration_max_minutes",
+    "fast_block_seconds",
+    "fast_share_max",
+    "straightline_sd_max",
+    "straightline_mae_min",
+    "attention_failures_allowed",
+)
+
+
+class System(models.Model):
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="systems")
+    name = models.CharField(max_length=100)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["study", "name"], name="system_unique_name")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Condition(models.Model):
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="conditions")
+    name = models.CharField(max_length=50)
+    is_reference = models.BooleanField(default=False)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["study", "name"], name="condition_unique_name")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Scenario(models.Model):
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="scenarios")
+    key = models.CharField(max_length=50)
+    label = models.CharField(max_length=200, blank=True)
+    user_input = models.TextField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["study", "key"], name="scenario_unique_key")]
+
+    def __str__(self) -> str:
+        return self.key
+
+
+class Dimension(models.Model):
+    """A rating scale, e.g. perceived empathy 1-5 with a label per point."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="dimensions")
+    key = models.CharField(max_length=50)
+    label = models.CharField(max_length=200)
+    scale_min = models.SmallIntegerField()
+    scale_max = models.SmallIntegerField()
+    point_labels = models.JSONField(default=dict)
+    order = models.PositiveSmallIntegerField(default=0)
+
+    class Meta:
+        ordering = ["order", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["study", "key"], name="dimension_unique_key"),
+            models.CheckConstraint(condition=Q(scale_max__gt=F("scale_min")), name="dimension_scale_ordered"),
+        ]
+
+    def __str__(self) -> str:
+        return self.key
+
+    @property
+    def points(self) -> list[int]:
+        return list(range(self.scale_min, self.scale_max + 1))
+
+
+class Block(models.Model):
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="blocks")
+    key = models.CharField(max_length=50)
+    scenario = models.ForeignKey(Scenario, on_delete=models.PROTECT, related_name="blocks")
+    order = models.PositiveIntegerField(default=0)
+    set_number = models.PositiveSmallIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["order", "id"]
+        constraints = [models.UniqueConstraint(fields=["study", "key"], name="block_unique_key")]
+
+    def __str__(self) -> str:
+        return self.key
+
+
+class Item(models.Model):
+    """One response text shown inside a block."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="items")
+    block = models.ForeignKey(Block, on_delete=models.CASCADE, related_name="items")
+    key = models.CharField(max_length=60)
+    option = models.PositiveSmallIntegerField()
+    source_label = models.CharField(max_length=20, blank=True)
+    text = models.TextField()
+    system = models.ForeignKey(System, on_delete=models.PROTECT, related_name="items")
+    condition = models.ForeignKey(Condition, on_delete=models.PROTECT, related_name="items")
+
+    class Meta:
+        ordering = ["block", "option"]
+        constraints = [
+            models.UniqueConstraint(fields=["study", "key"], name="item_unique_key"),
+            models.UniqueConstraint(fields=["block", "option"], name="item_unique_option_in_block"),
+            models.CheckConstraint(condition=Q(option__gte=1), name="item_option_positive"),
+            models.CheckConstraint(condition=~Q(text=""), name="item_text_not_empty"),
+        ]
+
+    def __str__(self) -> str:
+        return self.key
+
+
+class AttentionCheck(models.Model):
+    """An instructed check: the text tells the reader which scale point to pick."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="attention_checks")
+    key = models.CharField(max_length=50)
+    text = models.TextField()
+    expected_value = models.SmallIntegerField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["study", "key"], name="attention_check_unique_key")]
+
+    def __str__(self) -> str:
+        return self.key
+
+
+class FreeTextQuestion(models.Model):
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="free_text_questions")
+    key = models.CharField(max_length=50)
+    prompt = models.TextField()
+    max_length = models.PositiveIntegerField(default=1000)
+    required = models.BooleanField(default=False)
+    # Asked under every block (e.g. "why did you choose these?") or once at the end.
+    per_block = models.BooleanField(default=False)
+    order = models.PositiveSmallIntegerField(default=0)
+
+    class Meta:
+        ordering = ["order", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["study", "key"], name="free_text_unique_key"),
+            models.CheckConstraint(
+                condition=Q(max_length__gte=1) & Q(max_length__lte=10000), name="free_text_max_length_range"
+            ),
+        ]
+
+
+DEMOGRAPHIC_FIELDS = ("age", "sex", "gender", "race", "hispanic", "education", "employment", "state")
+
+
+class DemographicQuestion(models.Model):
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="demographic_questions")
+    key = models.CharField(max_length=20, choices=[(f, f) for f in DEMOGRAPHIC_FIELDS])
+    prompt = models.CharField(max_length=300)
+    choices = models.JSONField(default=list)
+    order = models.PositiveSmallIntegerField(default=0)
+
+    class Meta:
+        ordering = ["order", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["study", "key"], name="demographic_unique_key"),
+            models.CheckConstraint(condition=Q(key__in=DEMOGRAPHIC_FIELDS), name="demographic_known_field"),
+        ]
+
+
+class Participant(models.Model):
+    class Status(models.TextChoices):
+        IN_PROGRESS = "in_progress", "In progress"
+        COMPLETED = "completed", "Completed"
+        EXITED = "exited", "Exited early"
+
+    class Source(models.TextChoices):
+        LIVE = "live", "Survey"
+        IMPORT = "import", "Imported"
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="participants")
+    external_id = models.CharField(max_length=128)
+    pseudonym = models.CharField(max_length=64)
+    panel_study_id = models.CharField(max_length=128, blank=True)
+    panel_session_id = models.CharField(max_length=128, blank=True)
+    source = models.CharField(max_length=10, choices=Source.choices, default=Source.LIVE)
+    is_preview = models.BooleanField(default=False)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.IN_PROGRESS)
+    seed = models.BigIntegerField(default=0)
+    consented_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    last_seen_at = models.DateTimeField(null=True, blank=True)
+    instructions_seen = models.BooleanField(default=False)
+    blocks_assigned = models.PositiveIntegerField(default=0)
+    demographics_done = models.BooleanField(default=False)
+    completion_code = models.CharField(max_length=64, blank=True)
+
+    age = models.CharField(max_length=40, blank=True)
+    sex = models.CharField(max_length=60, blank=True)
+    gender = models.CharField(max_length=60, blank=True)
+    race = models.CharField(max_length=120, blank=True)
+    hispanic = models.CharField(max_length=60, blank=True)
+    education = models.CharField(max_length=120, blank=True)
+    employment = models.CharField(max_length=120, blank=True)
+    state = models.CharField(max_length=60, blank=True)
+    # Imported studies carry only the outcome of their checks.
+    imported_attention_passed = models.BooleanField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["study", "external_id"], name="participant_unique_external_id"),
+            models.UniqueConstraint(fields=["study", "pseudonym"], name="participant_unique_pseudonym"),
+            models.CheckConstraint(
+                condition=Q(finished_at__isnull=True) | Q(started_at__isnull=True) | Q(finished_at__gte=F("started_at")),
+                name="participant_finish_after_start",
+            ),
+            models.CheckConstraint(
+                condition=~Q(status="completed") | (Q(finished_at__isnull=False) & ~Q(completion_code="")),
+                name="participant_completed_has_code",
+            ),
+            models.CheckConstraint(condition=~Q(external_id=""), name="participant_external_id_set"),
+        ]
+        indexes = [models.Index(fields=["study", "status"])]
+
+    def __str__(self) -> str:
+        return self.pseudonym
+
+
+class ConsentDecline(models.Model):
+    """Declining records nothing about the person: one counter per study and day."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="declines")
+    day = models.DateField()
+    count = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["study", "day"], name="decline_unique_day")]
+
+
+class TurnAway(models.Model):
+    """Newcomers refused because the study was full (counts only)."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="turn_aways")
+    day = models.DateField()
+    count = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["study", "day"], name="turn_away_unique_day")]
+
+
+class BlockVisit(models.Model):
+    """One page of a participant's sequence: a block or an attention check."""
+
+    participant = models.ForeignKey(Participant, on_delete=models.CASCADE, related_name="visits")
+    sequence = models.PositiveIntegerField()
+    block = models.ForeignKey(Block, on_delete=models.PROTECT, null=True, blank=True, related_name="visits")
+    attention_check = models.ForeignKey(
+        AttentionCheck, on_delete=models.PROTECT, null=True, blank=True, related_name="visits"
+    )
+    shown_at = models.DateTimeField(null=True, blank=True)
+    submitted_at = models.DateTimeField(null=True, blank=True)
+    attention_value = models.SmallIntegerField(null=True, blank=True)
+    attention_passed = models.BooleanField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["participant", "sequence"]
+        constraints = [
+            models.UniqueConstraint(fields=["participant", "sequence"], name="visit_unique_sequence"),
+            models.UniqueConstraint(
+                fields=["participant", "block"], condition=Q(block__isnull=False), name="visit_block_once"
+            ),
+            models.CheckConstraint(
+                condition=(Q(block__isnull=False) & Q(attention_check__isnull=True))
+                | (Q(block__isnull=True) & Q(attention_check__isnull=False)),
+                name="visit_is_block_xor_check",
+            ),
+            models.CheckConstraint(condition=Q(sequence__gte=1), name="visit_sequence_positive"),
+            models.CheckConstraint(
+                condition=Q(submitted_at__isnull=True) | Q(shown_at__isnull=False),
+                name="visit_submitted_after_shown",
+            ),
+        ]
+
+
+class ItemPlacement(models.Model):
+    """Where an item was displayed to a participant, and its rank/choice."""
+
+    class Choice(models.TextChoices):
+        NONE = "", "None"
+        BEST = "best", "Most"
+        WORST = "worst", "Least"
+
+    visit = models.ForeignKey(BlockVisit, on_delete=models.CASCADE, related_name="placements")
+    item = models.ForeignKey(Item, on_delete=models.PROTECT, related_name="placements")
+    position = models.PositiveSmallIntegerField()
+    rank = models.PositiveSmallIntegerField(null=True, blank=True)
+    choice = models.CharField(max_length=5, choices=Choice.choices, default="", blank=True)
+
+    class Meta:
+        ordering = ["visit", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["visit", "position"], name="placement_unique_position"),
+            models.UniqueConstraint(fields=["visit", "item"], name="placement_unique_item"),
+            models.UniqueConstraint(fields=["visit", "rank"], name="placement_unique_rank"),
+            models.UniqueConstraint(
+                fields=["visit", "choice"], condition=~Q(choice=""), name="placement_one_best_one_worst"
+            ),
+            models.CheckConstraint(condition=Q(position__gte=1), name="placement_position_positive"),
+            models.CheckConstraint(condition=Q(rank__isnull=True) | Q(rank__gte=1), name="placement_rank_positive"),
+            models.CheckConstraint(condition=Q(choice__in=["", "best", "worst"]), name="placement_choice_known"),
+        ]
+
+
+class Rating(models.Model):
+    placement = models.ForeignKey(ItemPlacement, on_delete=models.CASCADE, related_name="ratings")
+    dimension = models.ForeignKey(Dimension, on_delete=models.PROTECT, related_name="ratings")
+    value = models.SmallIntegerField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["placement", "dimension"], name="rating_unique_per_dimension"),
+            # The exact range is per dimension and checked by the services;
+            # no scale in this product goes outside 0..100.
+            models.CheckConstraint(condition=Q(value__gte=0) & Q(value__lte=100), name="rating_value_sane"),
+        ]
+
+
+class FreeTextAnswer(models.Model):
+    participant = models.ForeignKey(Participant, on_delete=models.CASCADE, related_name="free_text_answers")
+    question = models.ForeignKey(FreeTextQuestion, on_delete=models.PROTECT, related_name="answers")
+    visit = models.ForeignKey(
+        BlockVisit, on_delete=models.CASCADE, null=True, blank=True, related_name="free_text_answers"
+    )
+    text = models.TextField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["participant", "question"], condition=Q(visit__isnull=True), name="free_text_answer_once"
+            ),
+            models.UniqueConstraint(
+                fields=["participant", "question", "visit"],
+                condition=Q(visit__isnull=False),
+                name="free_text_answer_once_per_visit",
+            ),
+        ]
