@@ -1628,6 +1628,18 @@ def _design_problem(frame: pd.DataFrame) -> str:
     return ""
 
 
+def _fit_mixed(model_spec: Any) -> tuple[Any, str]:
+    """REML fit; statsmodels' default BFGS often stalls on crossed variance components."""
+    for method in ("lbfgs", "powell"):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            result = model_spec.fit(reml=True, method=method)
+        troubled = any("converge" in str(warning.message).lower() for warning in caught)
+        if result.converged and not troubled:
+            return result, ""
+    return result, "optimizer reported convergence problems"
+
+
 @_never_raises(MODEL_COLUMNS)
 def mixed_model(
     ratings: pd.DataFrame,
@@ -1677,11 +1689,8 @@ def mixed_model(
     formula = _FORMULA if frame["system"].nunique() > 1 else "rating ~ C(condition, Treatment('zero-shot'))"
     model_spec = smf.mixedlm(formula, frame, groups="group", re_formula="0",
                              vc_formula={"participant": "0 + C(participant_id)", "item": "0 + C(response_id)"})
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        result = model_spec.fit(reml=True)
-    if not result.converged or any("converge" in str(warning.message).lower() for warning in caught):
-        note = _join_notes(note, "optimizer reported convergence problems")
+    result, fit_note = _fit_mixed(model_spec)
+    note = _join_notes(note, fit_note)
     table = _coefficient_table(result.fe_params, result.bse_fe, frame, note)
     variances = pd.DataFrame({
         "term": [f"var({name})" for name in model_spec.exog_vc.names] + ["var(residual)"],
