@@ -317,7 +317,7 @@ def win_summary(win: pd.DataFrame) -> pd.DataFrame:
     if problem:
         return _note_frame(WIN_SUMMARY_COLUMNS, problem)
     rows = []
-    for scenario_id, cells in win.groupby("scenario", sort=True):
+    for scenario_id, cells in win.dropna(subset=["scenario"]).groupby("scenario", sort=True):
         decided = cells[cells["winner"].isin([ZERO_SHOT, FINE_TUNED, "tie"])]
         n_models = len(decided)
         zs_wins = int((decided["winner"] == ZERO_SHOT).sum())
@@ -339,6 +339,9 @@ def win_summary(win: pd.DataFrame) -> pd.DataFrame:
             "reference_points_share": points.sum() / (2.0 * len(points)) if len(points) else np.nan,
             "note": "" if n_models else "no decided comparisons",
         })
+    if not rows:
+        upstream = "; ".join(note for note in win.get("note", pd.Series(dtype=str)).dropna().unique() if note)
+        return _note_frame(WIN_SUMMARY_COLUMNS, upstream or "empty win table")
     return pd.DataFrame(rows, columns=WIN_SUMMARY_COLUMNS)
 
 
@@ -813,10 +816,14 @@ def regional_games_howell(
     family = "none: Games-Howell p is adjusted over the region pairs of each scenario x level"
     rows = []
     for (scenario_id, level), frame in sorted(units.items(), key=lambda item: (item[0][1], item[0][0])):
-        groups = {name: values for name, values in _groups(frame).items() if values.size >= 2}
+        all_groups = _groups(frame)
+        # Like Welch's ANOVA, Games-Howell needs a variance in every group.
+        groups = {name: values for name, values in all_groups.items() if values.size >= 2 and np.ptp(values) > 0}
+        dropped = sorted(set(all_groups) - set(groups))
+        dropped_note = ("left out regions with n < 2 or no variance: " + ", ".join(dropped)) if dropped else ""
         base = {"scenario": scenario_id, "factor": "region", "level": level, "holm_family": family}
         if len(groups) < 2:
-            rows.append({**base, "note": _join_notes(dimension_note, "fewer than 2 regions with n >= 2")})
+            rows.append({**base, "note": _join_notes(dimension_note, dropped_note, "fewer than 2 usable regions")})
             continue
         pairs = _quietly(pingouin.pairwise_gameshowell, data=_groups_to_long(groups), dv="value", between="region")
         for _, pair in pairs.iterrows():
@@ -828,7 +835,7 @@ def regional_games_howell(
                 "t": pair["T"], "df": pair["df"],
                 "p": _first_present(pair.to_frame().T, ["pval", "p_tukey", "p-tukey"]).iloc[0],
                 "hedges_g": pair.get("hedges", np.nan),
-                "note": dimension_note,
+                "note": _join_notes(dimension_note, dropped_note),
             })
     if not rows:
         return _note_frame(GAMES_HOWELL_COLUMNS, _join_notes(dimension_note, "no ratings from participants with a region"))
@@ -1629,8 +1636,9 @@ def _design_problem(frame: pd.DataFrame) -> str:
 
 
 def _fit_mixed(model_spec: Any) -> tuple[Any, str]:
-    """REML fit; statsmodels' default BFGS often stalls on crossed variance components."""
-    for method in ("lbfgs", "powell"):
+    """REML fit. statsmodels' default BFGS (and often L-BFGS) stalls on crossed
+    variance components; derivative-free Powell converges reliably and fast here."""
+    for method in ("powell", "lbfgs"):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             result = model_spec.fit(reml=True, method=method)

@@ -123,9 +123,15 @@ def make_ratings(participants: pd.DataFrame, seed: int = 1,
 
 
 def item_effects(seed: int = 100) -> dict[str, float]:
-    """Each response's own quality, shared by the human ratings and the gold scores."""
+    """Each response's own quality, shared by the human ratings and the gold scores.
+
+    A system's zero-shot and fine-tuned responses in a block share one
+    quality, so the only condition effect is the planted one.
+    """
     items = tide_items()
-    return dict(zip(items["response_id"], np.random.default_rng(seed).normal(0, 0.25, len(items))))
+    source = items["block_id"] + ":" + items["model"]
+    quality = dict(zip(source.unique(), np.random.default_rng(seed).normal(0, 0.25, source.nunique())))
+    return dict(zip(items["response_id"], source.map(quality)))
 
 
 def make_gold(seed: int = 2) -> pd.DataFrame:
