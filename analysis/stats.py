@@ -253,7 +253,7 @@ def win_table(
     ...     "rating": [4, 2, 5, 3, 3, 3]})
     >>> win_table(ratings)[["model", "zs_mean", "ft_mean", "winner", "reference_points"]]
       model  zs_mean  ft_mean     winner  reference_points
-    0     A      3.5      2.5  zero-shot               2.0
+    0     A      3.5      2.5  zero-shot                 2
     """
     problem = _missing_columns_note(ratings, [participant, block, scenario, model, condition, rating])
     if problem:
@@ -287,7 +287,9 @@ def win_table(
             "n": cells[participant].nunique(),
             "note": _join_notes(dimension_note, ("no ratings for " + ", ".join(missing)) if missing else ""),
         })
-    return pd.DataFrame(rows, columns=WIN_COLUMNS)
+    table = pd.DataFrame(rows, columns=WIN_COLUMNS)
+    table["reference_points"] = table["reference_points"].astype("Int64")
+    return table
 
 
 WIN_SUMMARY_COLUMNS = [
@@ -334,8 +336,8 @@ def win_summary(win: pd.DataFrame) -> pd.DataFrame:
             "zs_win_share": zs_share,
             "ft_win_share": ft_share,
             "win_split": f"{zs_share:.1%} / {ft_share:.1%}" if n_models else "",
-            "reference_points": float(points.sum()),
-            "reference_points_max": 2.0 * len(points),
+            "reference_points": int(points.sum()),
+            "reference_points_max": 2 * len(points),
             "reference_points_share": points.sum() / (2.0 * len(points)) if len(points) else np.nan,
             "note": "" if n_models else "no decided comparisons",
         })
@@ -513,7 +515,7 @@ def group_ttests(
     0   Woman     Man    3    3  4.0     3.46
     """
     problem = _missing_columns_note(ratings, [participant, model, rating]) or _missing_columns_note(
-        participants, [participant, *groupings]
+        participants, [participant]
     )
     if problem:
         return _note_frame(TTEST_COLUMNS, problem)
@@ -523,6 +525,10 @@ def group_ttests(
     rows = []
     for grouping in groupings:
         group_a, group_b = GROUPINGS[grouping]
+        if grouping not in participants.columns:
+            rows.append({"grouping": grouping, "group_a": group_a, "group_b": group_b,
+                         "note": f"missing column: {grouping}"})
+            continue
         labels = participant_groups(participants, grouping, participant=participant)
         labelled = data.assign(_group=data[participant].map(labels)).dropna(subset=["_group"])
         for level in levels:
@@ -1519,7 +1525,8 @@ def krippendorff_alpha(
     return pd.DataFrame(rows, columns=ALPHA_COLUMNS)
 
 
-RATER_LOO_COLUMNS = ["participant_id", "n_items", "spearman_r", "p", "note"]
+RATER_LOO_COLUMNS = ["participant_id", "n_items", "spearman_r", "p", "holm_family", "note"]
+_DESCRIPTIVE_P = "none: descriptive p per rater, not a test family"
 
 
 @_never_raises(RATER_LOO_COLUMNS)
@@ -1559,7 +1566,8 @@ def rater_loo_correlation(
     rows = []
     for rater, cells in data.groupby(participant, sort=True):
         own, others = cells[rating].to_numpy(dtype=float), cells["_others"].to_numpy(dtype=float)
-        row = {"participant_id": rater, "n_items": own.size, "spearman_r": np.nan, "p": np.nan, "note": ""}
+        row = {"participant_id": rater, "n_items": own.size, "spearman_r": np.nan, "p": np.nan,
+               "holm_family": _DESCRIPTIVE_P, "note": ""}
         if own.size < min_items:
             row["note"] = f"fewer than {min_items} shared items"
         elif np.ptp(own) == 0 or np.ptp(others) == 0:
@@ -1577,7 +1585,10 @@ def rater_loo_correlation(
 # 9. Mixed-effects and ordinal models
 # ---------------------------------------------------------------------------
 
-MODEL_COLUMNS = ["term", "coef", "se", "z", "p", "ci_low", "ci_high", "n_obs", "n_participants", "n_items", "note"]
+MODEL_COLUMNS = [
+    "term", "coef", "se", "z", "p", "ci_low", "ci_high", "n_obs", "n_participants", "n_items", "holm_family", "note",
+]
+_MODEL_P = "none: Wald tests of one model's coefficients"
 
 _FORMULA = "rating ~ C(condition, Treatment('zero-shot')) * C(system)"
 
@@ -1615,7 +1626,7 @@ def _coefficient_table(params: pd.Series, se: pd.Series, frame: pd.DataFrame, no
         "p": 2 * stats.norm.sf(np.abs(z.to_numpy())),
         "ci_low": (params - critical * se).to_numpy(), "ci_high": (params + critical * se).to_numpy(),
         "n_obs": len(frame), "n_participants": frame["participant_id"].nunique(),
-        "n_items": frame["response_id"].nunique(), "note": note,
+        "n_items": frame["response_id"].nunique(), "holm_family": _MODEL_P, "note": note,
     })[MODEL_COLUMNS]
 
 
@@ -1704,7 +1715,7 @@ def mixed_model(
         "term": [f"var({name})" for name in model_spec.exog_vc.names] + ["var(residual)"],
         "coef": [*np.asarray(result.vcomp, dtype=float), float(result.scale)],
     }).assign(n_obs=len(frame), n_participants=frame["participant_id"].nunique(),
-              n_items=frame["response_id"].nunique(), note=note)
+              n_items=frame["response_id"].nunique(), holm_family=_MODEL_P, note=note)
     return pd.concat([table, variances], ignore_index=True).reindex(columns=MODEL_COLUMNS)
 
 
@@ -1813,7 +1824,7 @@ def sensitivity(
     return stacked[["variant", *[column for column in stacked.columns if column != "variant"]]]
 
 
-JUDGE_COLUMNS = ["level", "method", "r", "p", "n", "note"]
+JUDGE_COLUMNS = ["level", "method", "r", "p", "n", "holm_family", "note"]
 
 
 @_never_raises(JUDGE_COLUMNS)
@@ -1872,7 +1883,9 @@ def rater_judge_agreement(
         rows.append({"level": "rater", "method": method, "r": float(np.mean(defined)) if defined else np.nan,
                      "p": np.nan, "n": len(defined),
                      "note": "" if defined else "no rater with a defined correlation"})
-    return pd.DataFrame(rows, columns=JUDGE_COLUMNS)
+    table = pd.DataFrame(rows, columns=JUDGE_COLUMNS)
+    table["holm_family"] = "none: two descriptions of one agreement, not a test family"
+    return table
 
 
 def _correlation(x: pd.Series, y: pd.Series, method: str, min_items: int) -> dict[str, Any]:
@@ -1890,7 +1903,8 @@ def _correlation(x: pd.Series, y: pd.Series, method: str, min_items: int) -> dic
 # ---------------------------------------------------------------------------
 
 POSITION_COLUMNS = [
-    "position", "n", "mean", "sd", "ci_low", "ci_high", "test", "statistic", "df", "p", "n_participants", "note",
+    "position", "n", "mean", "sd", "ci_low", "ci_high", "test", "statistic", "df", "p", "n_participants",
+    "holm_family", "note",
 ]
 
 
@@ -1929,7 +1943,8 @@ def position_bias(
     table = pd.DataFrame(rows)
     per_participant = data.pivot_table(index=participant, columns=position, values=rating, aggfunc="mean").dropna()
     n, k = per_participant.shape
-    test = {"test": "Friedman", "statistic": np.nan, "df": k - 1, "p": np.nan, "n_participants": n, "note": ""}
+    test = {"test": "Friedman", "statistic": np.nan, "df": k - 1, "p": np.nan, "n_participants": n,
+            "holm_family": "none: a single test", "note": ""}
     if k < 3 or n < 2:
         test["note"] = "needs at least 3 positions and 2 participants who saw all of them"
     elif np.ptp(per_participant.to_numpy(), axis=1).max() == 0:

@@ -765,3 +765,23 @@ def test_it_sticks_to_one_dimension_for_design_tables_and_says_so():
     expected = ratings.query("dimension == 'coherence' and model == 'Qwen2.5-3B' and scenario == 'S1' "
                              "and condition == 'zero-shot'")["rating"].mean()
     assert chosen.set_index(["model", "scenario"]).loc[("Qwen2.5-3B", "S1"), "zs_mean"] == pytest.approx(expected)
+
+
+def test_it_states_the_holm_family_in_every_table_with_p_values(study):
+    ratings = study[0][study[0]["participant_id"].isin(["P001", "P002", "P003", "P004", "P005", "P006"])
+                       & study[0]["block_id"].isin(["Q1", "Q2", "Q5", "Q6"])]
+    for name in EXPECTED_ANALYSES:
+        if name in {"mixed_model", "ordinal_model"}:
+            continue  # covered by the model tests; slow
+        options = {"n_boot": 2} if name == "bradley_terry" else {}
+        table = run(name, ratings, study[1], **options)
+        if "p" in table.columns:
+            assert "holm_family" in table.columns, name
+    assert "holm_family" in S.mixed_model(balanced_design()).columns
+
+
+def test_it_reports_a_missing_grouping_column_without_dropping_the_others(ratings, participants):
+    table = S.group_ttests(ratings, participants.drop(columns=["race"]), levels=["participant"])
+    race = table[table["grouping"] == "race"]
+    assert len(race) == 1 and race["note"].iloc[0] == "missing column: race"
+    assert (table["grouping"] == "age").sum() == 9
