@@ -468,7 +468,11 @@ def _welch_row(a: np.ndarray, b: np.ndarray) -> dict[str, Any]:
         return row
     # equal_var=False is Welch; pingouin.ttest would silently run Student's
     # t-test when the two groups happen to be the same size.
-    result = stats.ttest_ind(a, b, equal_var=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", RuntimeWarning)
+        result = stats.ttest_ind(a, b, equal_var=False)
+    if caught:
+        row["note"] = "scipy warned: values nearly identical, t may be unreliable"
     row.update(t=float(result.statistic), dof=float(result.df), p=float(result.pvalue), cohen_d=cohen_d(a, b))
     return row
 
@@ -679,10 +683,6 @@ def _regional_table(
     return table.sort_values(["level", "scenario"], kind="stable").reset_index(drop=True)[list(columns)]
 
 
-def _regional_options(**kwargs: Any) -> dict[str, Any]:
-    return kwargs
-
-
 @_never_raises(ANOVA_COLUMNS)
 def regional_anova(
     ratings: pd.DataFrame,
@@ -715,7 +715,7 @@ def regional_anova(
     0  participant  13.5           1          4       0.7714
     1       rating  13.5           1          4       0.7714
     """
-    options = _regional_options(dimension=dimension, participant=participant, scenario=scenario,
+    options = dict(dimension=dimension, participant=participant, scenario=scenario,
                                 rating=rating, region=region, dimension_column=dimension_column)
     return _regional_table(ratings, participants, ANOVA_COLUMNS, _anova_row, "across scenarios", **options)
 
@@ -730,7 +730,7 @@ def _welch_anova_row(groups: dict[str, np.ndarray]) -> dict[str, Any]:
     if len(usable) < 2:
         row["note"] = _join_notes(row["note"], "fewer than 2 usable regions")
         return row
-    import pingouin
+    import pingouin  # lazily: slow to import, and only the regional follow-ups need it
 
     long = _groups_to_long(usable)
     result = _quietly(pingouin.welch_anova, data=long, dv="value", between="region").iloc[0]
@@ -775,7 +775,7 @@ def regional_welch(
     0  participant  5.786         1.0
     1       rating  5.786         1.0
     """
-    options = _regional_options(dimension=dimension, participant=participant, scenario=scenario,
+    options = dict(dimension=dimension, participant=participant, scenario=scenario,
                                 rating=rating, region=region, dimension_column=dimension_column)
     return _regional_table(ratings, participants, WELCH_COLUMNS, _welch_anova_row, "across scenarios", **options)
 
@@ -890,7 +890,7 @@ def regional_kruskal(
     0  participant  3.857   1
     1       rating  3.857   1
     """
-    options = _regional_options(dimension=dimension, participant=participant, scenario=scenario,
+    options = dict(dimension=dimension, participant=participant, scenario=scenario,
                                 rating=rating, region=region, dimension_column=dimension_column)
     return _regional_table(ratings, participants, KRUSKAL_COLUMNS, _kruskal_row, "across scenarios", **options)
 
@@ -928,7 +928,7 @@ def region_means(
     0  South   5.0    True            False
     1   West   2.0   False            False
     """
-    options = _regional_options(dimension=dimension, participant=participant, scenario=scenario,
+    options = dict(dimension=dimension, participant=participant, scenario=scenario,
                                 rating=rating, region=region, dimension_column=dimension_column)
     problem = _missing_columns_note(ratings, [participant, scenario, rating]) or _missing_columns_note(
         participants, [participant, region]
@@ -1630,10 +1630,6 @@ def _coefficient_table(params: pd.Series, se: pd.Series, frame: pd.DataFrame, no
     })[MODEL_COLUMNS]
 
 
-def _model_columns(**columns: str) -> dict[str, str]:
-    return columns
-
-
 def _design_problem(frame: pd.DataFrame) -> str:
     if frame.empty:
         return "no zero-shot or fine-tuned ratings"
@@ -1696,7 +1692,7 @@ def mixed_model(
     problem = _missing_columns_note(ratings, [participant, response, model, condition, rating])
     if problem:
         return _note_frame(MODEL_COLUMNS, problem)
-    columns = _model_columns(participant=participant, response=response, model=model, condition=condition,
+    columns = dict(participant=participant, response=response, model=model, condition=condition,
                              rating=rating, dimension_column=dimension_column)
     frame, note = _model_frame(ratings, dimension, max_rows, seed, columns)
     problem = _design_problem(frame)
@@ -1755,7 +1751,7 @@ def ordinal_model(
     problem = _missing_columns_note(ratings, [participant, response, model, condition, rating])
     if problem:
         return _note_frame(MODEL_COLUMNS, problem)
-    columns = _model_columns(participant=participant, response=response, model=model, condition=condition,
+    columns = dict(participant=participant, response=response, model=model, condition=condition,
                              rating=rating, dimension_column=dimension_column)
     frame, note = _model_frame(ratings, dimension, max_rows, seed, columns)
     problem = _design_problem(frame)
