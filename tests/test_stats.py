@@ -8,20 +8,14 @@ worked out by hand here, never against the function's own output.
 from __future__ import annotations
 
 import itertools
-import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 from scipy import optimize, stats
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-import stats_data as data  # noqa: E402
-
-from analysis import stats as S  # noqa: E402
+from analysis import stats as S
+from tests import stats_data as data
 
 TOL = 1e-9
 
