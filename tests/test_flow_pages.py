@@ -269,7 +269,7 @@ def test_the_progress_bar_counts_blocks(client, tide, steps):
 BLOCK_GET_QUERIES = 11
 # The same reads, then the locked save (savepoint, lock, current visit, placements,
 # dimensions, ratings, ranks, submitted_at, last_seen_at, release), then the session write.
-BLOCK_POST_QUERIES = 21
+BLOCK_POST_QUERIES = 20
 
 
 @pytest.mark.parametrize("answered", [0, 20])
