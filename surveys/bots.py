@@ -142,16 +142,14 @@ def page_spec_from_html(html: str) -> PageSpec:
     return spec
 
 
-def page_spec_from_db(*, participant: Participant, state: selectors.ParticipantState) -> PageSpec:
+def page_spec_from_db(*, page: selectors.VisitPage, study: Study) -> PageSpec:
     """The same PageSpec straight from the selectors (the services driver)."""
-    study = participant.study
-    if state.step != selectors.Step.PAGE:
-        return PageSpec(kind=state.step.value)
-    page = selectors.visit_page_get(visit_id=state.current_visit_id, study=study)
     if page.is_check:
-        d = page.dimensions[0]
         return PageSpec(
-            kind="check", visit_id=page.visit.pk, statement=page.visit.attention_check.text, check_points=d.points
+            kind="check",
+            visit_id=page.visit.pk,
+            statement=page.visit.attention_check.text,
+            check_points=page.dimensions[0].points,
         )
     return PageSpec(
         kind="block",
@@ -664,12 +662,12 @@ def run_with_services(
                 run.outcome = "exited"
                 return run
             state = selectors.participant_state(participant=participant)
-            spec = page_spec_from_db(participant=participant, state=state)
+            page = selectors.visit_page_get(visit_id=state.current_visit_id, study=study)
+            spec = page_spec_from_db(page=page, study=study)
             services.visit_mark_shown(visit_id=spec.visit_id)
             fields, seconds = _answer(spec, persona, quality, rng)
             sim.advance(seconds)
             run.simulated_seconds += seconds
-            page = selectors.visit_page_get(visit_id=spec.visit_id, study=study)
             form = PageForm(fields, page=page, ranking=study.ranking_enabled, best_worst=study.best_worst_enabled)
             if not form.is_valid():
                 raise ValueError(f"{persona.name} bot gave invalid answers: {form.errors.as_json()}")
