@@ -34,7 +34,7 @@ from django.utils import timezone
 
 from . import clock, selectors, services
 from .definition import OUTSIDE_US, PREFER_NOT
-from .models import Item, ItemPlacement, Participant, Study
+from .models import Item, ItemPlacement, Study
 
 # --- what a page asks ---------------------------------------------------------------
 

@@ -8,7 +8,6 @@ its sequence, and the details of the one page being shown.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
 from enum import Enum
 
 from .models import (
@@ -148,6 +147,3 @@ def demographic_questions(*, study: Study) -> list[DemographicQuestion]:
 def end_of_study_questions(*, study: Study) -> list[FreeTextQuestion]:
     return list(FreeTextQuestion.objects.filter(study=study, per_block=False))
 
-
-def visit_first_shown_at(*, visit_id: int) -> datetime | None:
-    return BlockVisit.objects.filter(pk=visit_id).values_list("shown_at", flat=True).first()
