@@ -653,16 +653,13 @@ def run_with_services(
         participant = services.participant_enroll(study=study, external_id=run.external_id, seed=rng.getrandbits(62))
         sim.advance(rng.uniform(20, 90))
         services.participant_instructions_confirm(participant_id=participant.pk)
-        participant.refresh_from_db()
-        n_pages = participant.visits.count()
-        exit_at = persona.exit_at(n_pages, rng) or 0
-        for number in range(1, n_pages + 1):
+        pages = selectors.participant_pages(participant=participant)
+        exit_at = persona.exit_at(len(pages), rng) or 0
+        for number, page in enumerate(pages, start=1):
             if exit_at and number >= exit_at:
                 services.participant_exit(participant_id=participant.pk)
                 run.outcome = "exited"
                 return run
-            state = selectors.participant_state(participant=participant)
-            page = selectors.visit_page_get(visit_id=state.current_visit_id, study=study)
             spec = page_spec_from_db(page=page, study=study)
             services.visit_mark_shown(visit_id=spec.visit_id)
             fields, seconds = _answer(spec, persona, quality, rng)
