@@ -5,4 +5,14 @@ from . import views
 app_name = "surveys"
 urlpatterns = [
     path("", views.home, name="home"),
+    path("s/<slug:slug>/", views.entry, name="entry"),
+    path("s/<slug:slug>/preview/", views.preview, name="preview"),
+    path("s/<slug:slug>/consent/", views.consent, name="consent"),
+    path("s/<slug:slug>/instructions/", views.instructions, name="instructions"),
+    path("s/<slug:slug>/page/", views.page, name="page"),
+    path("s/<slug:slug>/about-you/", views.demographics, name="demographics"),
+    path("s/<slug:slug>/done/", views.done, name="done"),
+    path("s/<slug:slug>/exit/", views.exit_study, name="exit"),
+    path("s/<slug:slug>/left/", views.left, name="left"),
+    path("s/<slug:slug>/notice/<str:kind>/", views.notice, name="notice"),
 ]

@@ -1,6 +1,352 @@
-from django.http import HttpRequest, HttpResponse
+"""Participant pages. Thin: find where the participant is, validate, call one service.
+
+The panel identifiers arrive once, in the entry link's query string; they go
+into the session and the browser is redirected at once to a clean URL, so the
+identifier never sits in the address bar, the history, a Referer or a log.
+Every later request identifies the participant by the session only. Each step
+has its own URL; asking for any other step than the current one redirects there.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from dataclasses import dataclass
+
+from django.contrib.auth.views import redirect_to_login
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
+from django.urls import reverse
+from django.views.decorators.cache import never_cache
+
+from . import selectors, services
+from .forms import TAMPER_MESSAGE, DemographicsForm, PageForm
+from .models import Participant, Study
+from .selectors import ParticipantState, Step
+
+MAX_EXTERNAL_ID_LENGTH = 128
+
+STEP_URL_NAMES = {
+    Step.CONSENT: "surveys:consent",
+    Step.INSTRUCTIONS: "surveys:instructions",
+    Step.PAGE: "surveys:page",
+    Step.DEMOGRAPHICS: "surveys:demographics",
+    Step.DONE: "surveys:done",
+    Step.EXITED: "surveys:left",
+}
 
 
 def home(request: HttpRequest) -> HttpResponse:
     return render(request, "home.html")
+
+
+# --- session and step helpers ---------------------------------------------------------
+
+
+def _session_key(slug: str) -> str:
+    return f"survey:{slug}"
+
+
+@dataclass
+class Flow:
+    study: Study
+    participant: Participant | None
+    state: ParticipantState | None
+
+    @property
+    def step(self) -> Step:
+        return self.state.step if self.state else Step.CONSENT
+
+
+def _see_other(url: str) -> HttpResponse:
+    response = HttpResponseRedirect(url)
+    response.status_code = 303
+    return response
+
+
+def _go(slug: str, step: Step) -> HttpResponse:
+    return _see_other(reverse(STEP_URL_NAMES[step], args=[slug]))
+
+
+def _notice(slug: str, kind: str) -> HttpResponse:
+    return _see_other(reverse("surveys:notice", args=[slug, kind]))
+
+
+def _load_flow(request: HttpRequest, slug: str) -> Flow | HttpResponse:
+    """The participant behind this session, or the page explaining why there is none."""
+    entry = request.session.get(_session_key(slug))
+    if not entry:
+        return render(request, "surveys/session_expired.html", {"slug": slug}, status=200)
+    participant_id = entry.get("participant_id")
+    if participant_id is None:
+        study = selectors.study_get(slug=slug)
+        if study is None:
+            raise Http404("No such study")
+        return Flow(study=study, participant=None, state=None)
+    participant = selectors.participant_get(participant_id=participant_id, slug=slug)
+    if participant is None:
+        # The participant was removed (e.g. a preview reset by a reload of the study).
+        request.session.pop(_session_key(slug), None)
+        return render(request, "surveys/session_expired.html", {"slug": slug}, status=200)
+    return Flow(study=participant.study, participant=participant, state=selectors.participant_state(participant=participant))
+
+
+def _flow_at(request: HttpRequest, slug: str, step: Step) -> Flow | HttpResponse:
+    """The flow when ``step`` is the current one; otherwise a redirect to the current one."""
+    flow = _load_flow(request, slug)
+    if isinstance(flow, HttpResponse):
+        return flow
+    if flow.step != step:
+        return _go(slug, flow.step)
+    return flow
+
+
+def _page_context(flow: Flow, **extra) -> dict:
+    return {"study": flow.study, "participant": flow.participant, "progress": flow.state and flow.state.progress, **extra}
+
+
+# --- entry ---------------------------------------------------------------------------
+
+
+@never_cache
+def entry(request: HttpRequest, slug: str) -> HttpResponse:
+    study = selectors.study_get(slug=slug)
+    if study is None:
+        raise Http404("No such study")
+    external_id = request.GET.get(study.id_param)
+    if external_id is None and _session_key(slug) in request.session:
+        flow = _load_flow(request, slug)
+        return flow if isinstance(flow, HttpResponse) else _go(slug, flow.step)
+    if not _valid_external_id(study, external_id):
+        return render(request, "surveys/bad_link.html", {"study": study}, status=400)
+    participant = selectors.participant_find(study=study, external_id=external_id)
+    if participant is None:
+        refusal = _refuse_newcomer(request, study)
+        if refusal:
+            return refusal
+    request.session[_session_key(slug)] = {
+        "external_id": external_id,
+        "panel_study_id": request.GET.get(study.study_param, "")[:128],
+        "panel_session_id": request.GET.get(study.session_param, "")[:128],
+        "preview": False,
+        "participant_id": participant.pk if participant else None,
+    }
+    if participant is None:
+        return _go(slug, Step.CONSENT)
+    return _go(slug, selectors.participant_state(participant=participant).step)
+
+
+def _valid_external_id(study: Study, external_id: str | None) -> bool:
+    if not external_id or len(external_id) > MAX_EXTERNAL_ID_LENGTH:
+        return False
+    return re.fullmatch(study.id_pattern, external_id) is not None
+
+
+def _refuse_newcomer(request: HttpRequest, study: Study) -> HttpResponse | None:
+    if not study.is_open:
+        return _notice(study.slug, "closed")
+    if selectors.study_is_full(study=study):
+        services.turn_away_record(study=study)
+        return _notice(study.slug, "full")
+    return None
+
+
+@never_cache
+def preview(request: HttpRequest, slug: str) -> HttpResponse:
+    study = selectors.study_get(slug=slug)
+    if study is None:
+        raise Http404("No such study")
+    user = request.user
+    if not user.is_authenticated:
+        return redirect_to_login(request.get_full_path())
+    if not (user.is_staff or study.owners.filter(pk=user.pk).exists()):
+        return render(request, "surveys/forbidden.html", {"study": study}, status=403)
+    request.session[_session_key(slug)] = {
+        "external_id": f"preview-{secrets.token_hex(8)}",
+        "panel_study_id": "",
+        "panel_session_id": "",
+        "preview": True,
+        "participant_id": None,
+    }
+    return _go(slug, Step.CONSENT)
+
+
+# --- consent and instructions ------------------------------------------------------------
+
+
+@never_cache
+def consent(request: HttpRequest, slug: str) -> HttpResponse:
+    flow = _flow_at(request, slug, Step.CONSENT)
+    if isinstance(flow, HttpResponse):
+        return flow
+    if request.method == "POST":
+        decision = request.POST.get("decision")
+        if decision == "decline":
+            services.consent_decline_record(study=flow.study)
+            request.session.pop(_session_key(slug), None)
+            return _notice(slug, "declined")
+        if decision == "accept":
+            return _accept_consent(request, flow.study)
+        return render(request, "surveys/consent.html", _page_context(flow, error=True), status=400)
+    return render(request, "surveys/consent.html", _page_context(flow))
+
+
+def _accept_consent(request: HttpRequest, study: Study) -> HttpResponse:
+    key = _session_key(study.slug)
+    entry = request.session[key]
+    try:
+        participant = services.participant_enroll(
+            study=study,
+            external_id=entry["external_id"],
+            panel_study_id=entry.get("panel_study_id", ""),
+            panel_session_id=entry.get("panel_session_id", ""),
+            is_preview=entry.get("preview", False),
+        )
+    except services.StudyFull:
+        services.turn_away_record(study=study)
+        request.session.pop(key, None)
+        return _notice(study.slug, "full")
+    except services.StudyClosed:
+        request.session.pop(key, None)
+        return _notice(study.slug, "closed")
+    request.session[key] = {**entry, "participant_id": participant.pk}
+    return _go(study.slug, selectors.participant_state(participant=participant).step)
+
+
+@never_cache
+def instructions(request: HttpRequest, slug: str) -> HttpResponse:
+    flow = _flow_at(request, slug, Step.INSTRUCTIONS)
+    if isinstance(flow, HttpResponse):
+        return flow
+    if request.method == "POST":
+        services.participant_instructions_confirm(participant_id=flow.participant.pk)
+        return _go(slug, Step.PAGE if flow.state.current_visit_id else Step.DEMOGRAPHICS)
+    return render(request, "surveys/instructions.html", _page_context(flow))
+
+
+# --- blocks and attention checks --------------------------------------------------------
+
+
+@never_cache
+def page(request: HttpRequest, slug: str) -> HttpResponse:
+    flow = _flow_at(request, slug, Step.PAGE)
+    if isinstance(flow, HttpResponse):
+        return flow
+    visit_id = flow.state.current_visit_id
+    if request.method == "POST":
+        return _submit_page(request, flow, visit_id)
+    services.visit_mark_shown(visit_id=visit_id)
+    return _render_page(request, flow, _page_form(flow, visit_id, data=None))
+
+
+def _page_form(flow: Flow, visit_id: int, data) -> PageForm:
+    visit_page = selectors.visit_page_get(visit_id=visit_id, study=flow.study)
+    return PageForm(data, page=visit_page, ranking=flow.study.ranking_enabled, best_worst=flow.study.best_worst_enabled)
+
+
+def _render_page(request: HttpRequest, flow: Flow, form: PageForm, status: int = 200) -> HttpResponse:
+    template = "surveys/check.html" if form.page.is_check else "surveys/block.html"
+    return render(request, template, _page_context(flow, form=form, visit=form.page.visit), status=status)
+
+
+def _submit_page(request: HttpRequest, flow: Flow, visit_id: int) -> HttpResponse:
+    posted = request.POST.get("visit", "")
+    if posted != str(visit_id):
+        if posted in {str(v.id) for v in flow.state.visits if v.submitted}:
+            return _go(flow.study.slug, Step.PAGE)  # a double submit or the back button: move on
+        return _conflict(request, flow)
+    form = _page_form(flow, visit_id, data=request.POST)
+    if not form.is_valid():
+        return _render_page(request, flow, form, status=400)
+    try:
+        outcome = services.block_answer_submit(
+            participant_id=flow.participant.pk, visit_id=visit_id, answers=form.page_answers()
+        )
+    except services.AnswersRejected:
+        form.add_error(None, TAMPER_MESSAGE)
+        return _render_page(request, flow, form, status=400)
+    if outcome == services.SubmitOutcome.NOT_CURRENT:
+        return _conflict(request, flow)
+    is_last = visit_id == flow.state.visits[-1].id
+    return _go(flow.study.slug, Step.DEMOGRAPHICS if is_last else Step.PAGE)
+
+
+def _conflict(request: HttpRequest, flow: Flow) -> HttpResponse:
+    return render(request, "surveys/conflict.html", _page_context(flow), status=409)
+
+
+# --- the end -------------------------------------------------------------------------------
+
+
+@never_cache
+def demographics(request: HttpRequest, slug: str) -> HttpResponse:
+    flow = _flow_at(request, slug, Step.DEMOGRAPHICS)
+    if isinstance(flow, HttpResponse):
+        return flow
+    form = DemographicsForm(
+        request.POST if request.method == "POST" else None,
+        questions=selectors.demographic_questions(study=flow.study),
+        end_questions=selectors.end_of_study_questions(study=flow.study),
+    )
+    if request.method == "POST":
+        if form.is_valid():
+            services.participant_demographics_submit(
+                participant_id=flow.participant.pk, answers=form.answers(), free_text=form.free_text()
+            )
+            # The code is written and committed before any page can show it.
+            services.participant_complete(participant_id=flow.participant.pk)
+            return _go(slug, Step.DONE)
+        return render(request, "surveys/demographics.html", _page_context(flow, form=form), status=400)
+    return render(request, "surveys/demographics.html", _page_context(flow, form=form))
+
+
+@never_cache
+def done(request: HttpRequest, slug: str) -> HttpResponse:
+    flow = _flow_at(request, slug, Step.DONE)
+    if isinstance(flow, HttpResponse):
+        return flow
+    code = flow.participant.completion_code
+    return render(
+        request,
+        "surveys/done.html",
+        _page_context(flow, code=code, return_url=flow.study.completion_url.format(code=code)),
+    )
+
+
+@never_cache
+def exit_study(request: HttpRequest, slug: str) -> HttpResponse:
+    flow = _load_flow(request, slug)
+    if isinstance(flow, HttpResponse):
+        return flow
+    if flow.step in (Step.DONE, Step.EXITED):
+        return _go(slug, flow.step)
+    if request.method == "POST":
+        if flow.participant is None:
+            request.session.pop(_session_key(slug), None)
+        else:
+            services.participant_exit(participant_id=flow.participant.pk)
+        return _go(slug, Step.EXITED)
+    return render(request, "surveys/exit.html", _page_context(flow))
+
+
+NOTICES = {
+    "declined": "surveys/notice_declined.html",
+    "full": "surveys/notice_full.html",
+    "closed": "surveys/notice_closed.html",
+}
+
+
+@never_cache
+def notice(request: HttpRequest, slug: str, kind: str) -> HttpResponse:
+    study = selectors.study_get(slug=slug)
+    if study is None or kind not in NOTICES:
+        raise Http404("No such page")
+    return render(request, NOTICES[kind], {"study": study})
+
+
+@never_cache
+def left(request: HttpRequest, slug: str) -> HttpResponse:
+    study = selectors.study_get(slug=slug)
+    if study is None:
+        raise Http404("No such study")
+    return render(request, "surveys/notice_left.html", {"study": study})

@@ -5,10 +5,11 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
-from surveys.models import Study
+from surveys.models import Participant, Study
 
 DEMO_USERNAME = "researcher"
 DEMO_PASSWORD = "demo-researcher-password"
+DEMO_PARTICIPANTS = 150
 FIXTURES = ["fixtures/tide.json", "fixtures/counselor.json", "fixtures/most_least.json"]
 
 
@@ -23,6 +24,10 @@ class Command(BaseCommand):
         user.save()
         for study in Study.objects.filter(slug__in=["tide", "counselor", "most-least"]):
             study.owners.add(user)
+        tide = Study.objects.get(slug="tide")
+        if Participant.objects.filter(study=tide, is_preview=False).count() < DEMO_PARTICIPANTS:
+            # Tops up to the target only, so running setup_demo again adds nobody.
+            call_command("simulate_participants", study="tide", n=DEMO_PARTICIPANTS, seed=1, stdout=self.stdout)
         site = settings.SITE_URL
         self.stdout.write(self.style.SUCCESS(
             f"\nDemo researcher: {DEMO_USERNAME} / {DEMO_PASSWORD}  (sign in at {site}/accounts/login/)\n"

@@ -1,0 +1,115 @@
+/* Progressive enhancement of the participant pages. Everything works without
+   this file: the ranking is a select per response, errors come from the server.
+   Here the ranking becomes a list that can be dragged (SortableJS) or reordered
+   with Move up / Move down buttons; every change is written back into the same
+   selects, so the server receives exactly what it would receive without JS. */
+(function () {
+  "use strict";
+
+  function toArray(list) { return Array.prototype.slice.call(list); }
+
+  function initRanking(fieldset) {
+    var list = fieldset.querySelector("[data-rank-list]");
+    var status = fieldset.querySelector("[data-rank-status]");
+    if (!list) { return; }
+
+    function rows() { return toArray(list.querySelectorAll("[data-rank-row]")); }
+    function selectOf(row) { return row.querySelector("select"); }
+    function label(row) { return "Response " + row.getAttribute("data-number"); }
+
+    function writeRanks() {
+      var all = rows();
+      all.forEach(function (row, i) {
+        selectOf(row).value = String(i + 1);
+        row.querySelector("[data-move='up']").disabled = i === 0;
+        row.querySelector("[data-move='down']").disabled = i === all.length - 1;
+      });
+    }
+
+    function announce(row) {
+      var rank = rows().indexOf(row) + 1;
+      status.textContent = label(row) + " is now ranked " + rank + " of " + rows().length + ".";
+    }
+
+    function moveTo(row, index) {
+      var others = rows().filter(function (r) { return r !== row; });
+      list.insertBefore(row, others[index] || null);
+    }
+
+    function addButtons(row) {
+      var box = document.createElement("span");
+      box.className = "move-buttons";
+      [["up", "Move up"], ["down", "Move down"]].forEach(function (pair) {
+        var button = document.createElement("button");
+        button.type = "button";
+        button.setAttribute("data-move", pair[0]);
+        button.className = "move";
+        button.appendChild(document.createTextNode(pair[1]));
+        var hidden = document.createElement("span");
+        hidden.className = "visually-hidden";
+        hidden.textContent = " " + label(row);
+        button.appendChild(hidden);
+        box.appendChild(button);
+      });
+      row.appendChild(box);
+    }
+
+    // After a server-side error, keep the ranks the participant gave if they form a ranking.
+    var given = rows().map(function (row) { return parseInt(selectOf(row).value, 10); });
+    var complete = given.every(function (r) { return r >= 1; }) &&
+      given.slice().sort().join() === rows().map(function (_, i) { return i + 1; }).join();
+    if (complete) {
+      rows().slice().sort(function (a, b) { return selectOf(a).value - selectOf(b).value; })
+        .forEach(function (row) { list.appendChild(row); });
+    }
+    rows().forEach(addButtons);
+    writeRanks();
+
+    list.addEventListener("click", function (event) {
+      var button = event.target.closest("button[data-move]");
+      if (!button) { return; }
+      var row = button.closest("[data-rank-row]");
+      var index = rows().indexOf(row) + (button.getAttribute("data-move") === "up" ? -1 : 1);
+      if (index < 0 || index >= rows().length) { return; }
+      moveTo(row, index);
+      writeRanks();
+      // Moving a node drops its focus; keyboard users keep their place.
+      var again = row.querySelector("button[data-move='" + button.getAttribute("data-move") + "']");
+      (again.disabled ? row.querySelector("button[data-move]:not(:disabled)") : again).focus();
+      announce(row);
+    });
+
+    list.addEventListener("change", function (event) {
+      var select = event.target;
+      if (select.tagName !== "SELECT") { return; }
+      var row = select.closest("[data-rank-row]");
+      var rank = parseInt(select.value, 10);
+      if (!(rank >= 1)) { writeRanks(); return; }
+      moveTo(row, rank - 1);
+      writeRanks();
+      select.focus();
+      announce(row);
+    });
+
+    if (window.Sortable) {
+      window.Sortable.create(list, {
+        handle: ".drag-handle",
+        draggable: "[data-rank-row]",
+        animation: 0,
+        // Mouse and touch events rather than native drag and drop: the same on every browser.
+        forceFallback: true,
+        onEnd: function (event) { writeRanks(); announce(event.item); }
+      });
+    }
+    fieldset.classList.add("is-enhanced");
+  }
+
+  function focusErrorSummary() {
+    var summary = document.querySelector("[data-error-summary]");
+    if (summary) { summary.focus(); }
+  }
+
+  document.documentElement.classList.add("js");
+  toArray(document.querySelectorAll("[data-ranking]")).forEach(initRanking);
+  focusErrorSummary();
+}());

@@ -1,0 +1,389 @@
+"""Validation of the participant pages, and the view-model their templates render.
+
+Field names carry placement ids (never item ids: those follow the order of the
+definition file and would hint at which response is the reference):
+``rate-<placement>-<dimension key>``, ``rank-<placement>``, ``most``/``least``
+(value: a placement id), ``text-<question key>``, ``attention``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+from django import forms
+
+from .definition import PREFER_NOT
+from .models import DemographicQuestion, Dimension, FreeTextQuestion
+from .selectors import VisitPage
+from .services import PageAnswers
+
+TAMPER_MESSAGE = "Some answers do not belong to this page. Please reload the page and answer again."
+_PER_RESPONSE_FIELD = re.compile(r"^(rate|rank)-(\d+)(?:-(.+))?$")
+
+US_STATE_NAMES = {
+    "AL": "Alabama", "AK": "Alaska", "AZ": "Arizona", "AR": "Arkansas", "CA": "California", "CO": "Colorado",
+    "CT": "Connecticut", "DE": "Delaware", "DC": "District of Columbia", "FL": "Florida", "GA": "Georgia",
+    "HI": "Hawaii", "ID": "Idaho", "IL": "Illinois", "IN": "Indiana", "IA": "Iowa", "KS": "Kansas",
+    "KY": "Kentucky", "LA": "Louisiana", "ME": "Maine", "MD": "Maryland", "MA": "Massachusetts", "MI": "Michigan",
+    "MN": "Minnesota", "MS": "Mississippi", "MO": "Missouri", "MT": "Montana", "NE": "Nebraska", "NV": "Nevada",
+    "NH": "New Hampshire", "NJ": "New Jersey", "NM": "New Mexico", "NY": "New York", "NC": "North Carolina",
+    "ND": "North Dakota", "OH": "Ohio", "OK": "Oklahoma", "OR": "Oregon", "PA": "Pennsylvania",
+    "RI": "Rhode Island", "SC": "South Carolina", "SD": "South Dakota", "TN": "Tennessee", "TX": "Texas",
+    "UT": "Utah", "VT": "Vermont", "VA": "Virginia", "WA": "Washington", "WV": "West Virginia",
+    "WI": "Wisconsin", "WY": "Wyoming",
+}
+
+
+@dataclass
+class Option:
+    value: str
+    label: str
+    input_id: str = ""
+    selected: bool = False
+
+
+@dataclass
+class Control:
+    """One question on the page: a radio group (fieldset) or a select/textarea."""
+
+    name: str
+    label: str
+    options: list[Option] = field(default_factory=list)
+    error: str = ""
+    value: str = ""
+    max_length: int | None = None
+    required: bool = False
+
+    @property
+    def input_id(self) -> str:
+        return f"id-{self.name}"
+
+    @property
+    def anchor(self) -> str:
+        """Where the error summary links to: the first input of the group."""
+        return self.options[0].input_id if self.options and self.options[0].input_id else self.input_id
+
+    @property
+    def error_id(self) -> str:
+        return f"err-{self.name}"
+
+
+@dataclass
+class ResponseCard:
+    number: int
+    placement_id: int
+    text: str
+    source_label: str
+    ratings: list[Control]
+    rank: Control | None
+
+
+def scale_label(dimension: Dimension, point: int) -> str:
+    words = dimension.point_labels.get(str(point), "")
+    return f"{point} ({words})" if words else str(point)
+
+
+def _radio_options(name: str, values: list[tuple[str, str]], chosen: str) -> list[Option]:
+    return [Option(value=v, label=label, input_id=f"id-{name}-{v}", selected=v == chosen) for v, label in values]
+
+
+class PageForm(forms.Form):
+    """The answers of one block or attention-check page."""
+
+    def __init__(self, data=None, *, page: VisitPage, ranking: bool, best_worst: bool):
+        super().__init__(data)
+        self.page = page
+        self.ranking = ranking and not page.is_check
+        self.best_worst = best_worst and not page.is_check
+        self.numbers = {p.pk: p.position for p in page.placements}
+        if page.is_check:
+            self._add_attention_field()
+        else:
+            self._add_block_fields()
+
+    # --- fields ---------------------------------------------------------------
+
+    def _add_attention_field(self) -> None:
+        dimension = self.page.dimensions[0]
+        self.fields["attention"] = forms.TypedChoiceField(
+            choices=[(str(p), str(p)) for p in dimension.points],
+            coerce=int,
+            error_messages={
+                "required": "Please choose an answer for this statement.",
+                "invalid_choice": f"Please choose a point from {dimension.scale_min} to {dimension.scale_max}.",
+            },
+        )
+
+    def _add_block_fields(self) -> None:
+        n = len(self.page.placements)
+        for placement in self.page.placements:
+            number = placement.position
+            for dimension in self.page.dimensions:
+                self.fields[f"rate-{placement.pk}-{dimension.key}"] = forms.TypedChoiceField(
+                    choices=[(str(p), str(p)) for p in dimension.points],
+                    coerce=int,
+                    error_messages={
+                        "required": f"Please rate Response {number} for {dimension.label.lower()}.",
+                        "invalid_choice": f"Please rate Response {number} from {dimension.scale_min} to "
+                        f"{dimension.scale_max}.",
+                    },
+                )
+            if self.ranking:
+                self.fields[f"rank-{placement.pk}"] = forms.TypedChoiceField(
+                    choices=[(str(r), str(r)) for r in range(1, n + 1)],
+                    coerce=int,
+                    error_messages={
+                        "required": f"Please give Response {number} a rank.",
+                        "invalid_choice": f"Please give Response {number} a rank from 1 to {n}.",
+                    },
+                )
+        if self.best_worst:
+            choices = [(str(p.pk), f"Response {p.position}") for p in self.page.placements]
+            for name, word in (("most", "most"), ("least", "least")):
+                self.fields[name] = forms.TypedChoiceField(
+                    choices=choices,
+                    coerce=int,
+                    error_messages={
+                        "required": f"Please choose the {word} empathetic response.",
+                        "invalid_choice": f"Please choose the {word} empathetic response from this page.",
+                    },
+                )
+        for question in self.page.free_text_questions:
+            self.fields[f"text-{question.key}"] = forms.CharField(
+                max_length=question.max_length,
+                required=question.required,
+                error_messages={
+                    "required": "Please answer this question.",
+                    "max_length": f"Please keep your answer to {question.max_length} characters "
+                    "(it has %(show_value)d).",
+                },
+            )
+
+    # --- cross-field rules -------------------------------------------------------
+
+    def clean(self):
+        cleaned = super().clean()
+        if self._has_foreign_fields():
+            raise forms.ValidationError(TAMPER_MESSAGE, code="tampered")
+        if self.ranking:
+            self._check_ranks_distinct(cleaned)
+        if self.best_worst and cleaned.get("most") is not None and cleaned.get("most") == cleaned.get("least"):
+            self.add_error("least", "The least empathetic response must differ from the most empathetic one.")
+        return cleaned
+
+    def _has_foreign_fields(self) -> bool:
+        own = set(self.numbers)
+        keys = {d.key for d in self.page.dimensions}
+        for name in self.data:
+            match = _PER_RESPONSE_FIELD.match(name)
+            if not match:
+                continue
+            kind, pid, dimension = match.group(1), int(match.group(2)), match.group(3)
+            if pid not in own or (kind == "rate" and dimension not in keys) or (kind == "rank" and not self.ranking):
+                return True
+        return False
+
+    def _check_ranks_distinct(self, cleaned) -> None:
+        ranks = {pid: cleaned.get(f"rank-{pid}") for pid in self.numbers}
+        used = Counter(r for r in ranks.values() if r is not None)
+        for pid, rank in ranks.items():
+            if rank is not None and used[rank] > 1:
+                self.add_error(
+                    f"rank-{pid}",
+                    f"Rank {rank} is given to more than one response; give each response a different rank.",
+                )
+
+    def page_answers(self) -> PageAnswers:
+        data = self.cleaned_data
+        if self.page.is_check:
+            return PageAnswers(attention_value=data["attention"])
+        return PageAnswers(
+            ratings={
+                (p.pk, d.pk): data[f"rate-{p.pk}-{d.key}"]
+                for p in self.page.placements
+                for d in self.page.dimensions
+            },
+            ranks={p.pk: data[f"rank-{p.pk}"] for p in self.page.placements} if self.ranking else {},
+            best=data.get("most") if self.best_worst else None,
+            worst=data.get("least") if self.best_worst else None,
+            free_text={q.pk: data.get(f"text-{q.key}", "") for q in self.page.free_text_questions},
+        )
+
+    # --- what the template renders ---------------------------------------------------
+
+    def _value(self, name: str) -> str:
+        return str(self.data.get(name, "")) if self.is_bound else ""
+
+    def _error(self, name: str) -> str:
+        return " ".join(self.errors.get(name, [])) if self.is_bound else ""
+
+    def cards(self) -> list[ResponseCard]:
+        cards = []
+        for placement in self.page.placements:
+            number = placement.position
+            ratings = [self._rating_control(placement.pk, number, d) for d in self.page.dimensions]
+            cards.append(
+                ResponseCard(
+                    number=number,
+                    placement_id=placement.pk,
+                    text=placement.item.text,
+                    source_label=placement.item.source_label,
+                    ratings=ratings,
+                    rank=self._rank_control(placement.pk, number) if self.ranking else None,
+                )
+            )
+        return cards
+
+    def _rating_control(self, pid: int, number: int, dimension: Dimension) -> Control:
+        name = f"rate-{pid}-{dimension.key}"
+        values = [(str(p), scale_label(dimension, p)) for p in dimension.points]
+        return Control(
+            name=name,
+            label=f"Response {number}: {dimension.label}",
+            options=_radio_options(name, values, self._value(name)),
+            error=self._error(name),
+        )
+
+    def _rank_control(self, pid: int, number: int) -> Control:
+        name = f"rank-{pid}"
+        n = len(self.page.placements)
+        chosen = self._value(name)
+        options = [Option("", "Choose a rank", selected=chosen == "")] + [
+            Option(str(r), str(r), selected=chosen == str(r)) for r in range(1, n + 1)
+        ]
+        return Control(name=name, label=f"Rank of Response {number}", options=options, error=self._error(name))
+
+    def choice_controls(self) -> list[Control]:
+        if not self.best_worst:
+            return []
+        controls = []
+        for name, word in (("most", "Most"), ("least", "Least")):
+            values = [(str(p.pk), f"Response {p.position}") for p in self.page.placements]
+            controls.append(
+                Control(
+                    name=name,
+                    label=f"{word} empathetic response",
+                    options=_radio_options(name, values, self._value(name)),
+                    error=self._error(name),
+                )
+            )
+        return controls
+
+    def text_controls(self) -> list[Control]:
+        return [
+            Control(
+                name=f"text-{q.key}",
+                label=q.prompt,
+                value=self._value(f"text-{q.key}"),
+                error=self._error(f"text-{q.key}"),
+                max_length=q.max_length,
+                required=q.required,
+            )
+            for q in self.page.free_text_questions
+        ]
+
+    def attention_control(self) -> Control:
+        dimension = self.page.dimensions[0]
+        values = [(str(p), scale_label(dimension, p)) for p in dimension.points]
+        return Control(
+            name="attention",
+            label=self.page.visit.attention_check.text,
+            options=_radio_options("attention", values, self._value("attention")),
+            error=self._error("attention"),
+        )
+
+    def error_summary(self) -> list[tuple[str, str]]:
+        """(anchor id, message) pairs, in page order, for the summary at the top."""
+        if not self.is_bound or not self.errors:
+            return []
+        anchors = {}
+        if self.page.is_check:
+            anchors["attention"] = self.attention_control().anchor
+        else:
+            for card in self.cards():
+                for control in card.ratings + ([card.rank] if card.rank else []):
+                    anchors[control.name] = control.anchor
+            for control in self.choice_controls() + self.text_controls():
+                anchors[control.name] = control.anchor
+        out = [("page-form", message) for message in self.non_field_errors()]
+        for name, anchor in anchors.items():
+            out += [(anchor, message) for message in self.errors.get(name, [])]
+        return out
+
+
+class DemographicsForm(forms.Form):
+    """Every question is optional, and every question offers "Prefer not to answer"."""
+
+    def __init__(self, data=None, *, questions: list[DemographicQuestion], end_questions: list[FreeTextQuestion]):
+        super().__init__(data)
+        self.questions = questions
+        self.end_questions = end_questions
+        for question in questions:
+            self.fields[question.key] = forms.ChoiceField(
+                choices=[("", "")] + demographic_choices(question),
+                required=False,
+                error_messages={"invalid_choice": "Please choose one of the listed answers."},
+            )
+        for question in end_questions:
+            self.fields[f"text-{question.key}"] = forms.CharField(
+                max_length=question.max_length,
+                required=question.required,
+                error_messages={
+                    "required": "Please answer this question.",
+                    "max_length": f"Please keep your answer to {question.max_length} characters "
+                    "(it has %(show_value)d).",
+                },
+            )
+
+    def controls(self) -> list[Control]:
+        out = []
+        for question in self.questions:
+            chosen = str(self.data.get(question.key, "")) if self.is_bound else ""
+            options = [Option("", "Choose an answer", selected=chosen == "")] + [
+                Option(value, label, selected=chosen == value) for value, label in demographic_choices(question)
+            ]
+            out.append(
+                Control(
+                    name=question.key,
+                    label=question.prompt,
+                    options=options,
+                    error=" ".join(self.errors.get(question.key, [])) if self.is_bound else "",
+                )
+            )
+        return out
+
+    def text_controls(self) -> list[Control]:
+        return [
+            Control(
+                name=f"text-{q.key}",
+                label=q.prompt,
+                value=str(self.data.get(f"text-{q.key}", "")) if self.is_bound else "",
+                error=" ".join(self.errors.get(f"text-{q.key}", [])) if self.is_bound else "",
+                max_length=q.max_length,
+                required=q.required,
+            )
+            for q in self.end_questions
+        ]
+
+    def error_summary(self) -> list[tuple[str, str]]:
+        if not self.is_bound or not self.errors:
+            return []
+        return [(f"id-{name}", message) for name, messages in self.errors.items() for message in messages]
+
+    def answers(self) -> dict[str, str]:
+        return {q.key: self.cleaned_data.get(q.key, "") for q in self.questions}
+
+    def free_text(self) -> dict[int, str]:
+        return {q.pk: self.cleaned_data.get(f"text-{q.key}", "") for q in self.end_questions}
+
+
+def demographic_choices(question: DemographicQuestion) -> list[tuple[str, str]]:
+    values = list(question.choices)
+    if PREFER_NOT not in values:
+        values.append(PREFER_NOT)
+    if question.key == "state":
+        return [(v, US_STATE_NAMES.get(v, v)) for v in values]
+    return [(v, v) for v in values]
+

@@ -1,0 +1,358 @@
+"""Writes of the participant flow: enrolment, answers, completion, exits.
+
+Each public function is one transaction. Answers are saved under a lock on the
+participant row, so a double submit or two tabs posting the same page store one
+set of answers, and a page is only ever accepted while it is the current one.
+All times come from ``surveys.clock.now()`` so simulated participants can take
+realistic durations.
+"""
+
+from __future__ import annotations
+
+import random
+import secrets
+from collections import Counter
+from dataclasses import dataclass, field
+from enum import Enum
+
+from django.db import IntegrityError, transaction
+from django.db.models import Count, F
+
+from . import clock
+from .models import (
+    AttentionCheck,
+    Block,
+    BlockVisit,
+    ConsentDecline,
+    DemographicQuestion,
+    Dimension,
+    FreeTextAnswer,
+    FreeTextQuestion,
+    Item,
+    ItemPlacement,
+    Participant,
+    Rating,
+    Study,
+    TurnAway,
+)
+from .pseudonyms import pseudonym_for
+from .selectors import study_is_full
+
+
+class StudyClosed(Exception):
+    """The study does not accept new participants."""
+
+
+class StudyFull(Exception):
+    """The study has reached its target number of completions."""
+
+
+class AnswersRejected(ValueError):
+    """Answers that do not fit the page they claim to answer (tampered or stale)."""
+
+
+class SubmitOutcome(str, Enum):
+    SAVED = "saved"
+    ALREADY_SAVED = "already_saved"  # a double submit: the first one won
+    NOT_CURRENT = "not_current"  # a page that is not (or no longer) the participant's current one
+
+
+@dataclass
+class PageAnswers:
+    """The validated answers of one page, keyed by placement and dimension ids."""
+
+    ratings: dict[tuple[int, int], int] = field(default_factory=dict)
+    ranks: dict[int, int] = field(default_factory=dict)
+    best: int | None = None
+    worst: int | None = None
+    free_text: dict[int, str] = field(default_factory=dict)
+    attention_value: int | None = None
+
+
+# --- counters that record nothing about the person --------------------------------
+
+
+def _count_today(model, study: Study) -> None:
+    day = clock.now().date()
+    with transaction.atomic():
+        row, _ = model.objects.get_or_create(study=study, day=day)
+        model.objects.filter(pk=row.pk).update(count=F("count") + 1)
+
+
+def consent_decline_record(*, study: Study) -> None:
+    _count_today(ConsentDecline, study)
+
+
+def turn_away_record(*, study: Study) -> None:
+    _count_today(TurnAway, study)
+
+
+# --- enrolment --------------------------------------------------------------------
+
+
+def participant_enroll(
+    *,
+    study: Study,
+    external_id: str,
+    panel_study_id: str = "",
+    panel_session_id: str = "",
+    is_preview: bool = False,
+    seed: int | None = None,
+) -> Participant:
+    """Create the participant on consent and draw its whole sequence once.
+
+    Returns the existing participant when this external id already enrolled
+    (a second tab, or a retried POST), so orders are never drawn twice.
+    """
+    existing = Participant.objects.filter(study=study, external_id=external_id).first()
+    if existing is not None:
+        return existing
+    if not is_preview:
+        if not study.is_open:
+            raise StudyClosed(study.slug)
+        if study_is_full(study=study):
+            raise StudyFull(study.slug)
+    seed = secrets.randbits(62) if seed is None else seed
+    now = clock.now()
+    try:
+        with transaction.atomic():
+            participant = Participant.objects.create(
+                study=study,
+                external_id=external_id,
+                pseudonym=pseudonym_for(key=study.pseudonym_key, external_id=external_id),
+                panel_study_id=panel_study_id[:128],
+                panel_session_id=panel_session_id[:128],
+                is_preview=is_preview,
+                seed=seed,
+                consented_at=now,
+                started_at=now,
+                last_seen_at=now,
+            )
+            _assign_sequence(participant, random.Random(seed))
+    except IntegrityError:
+        # The same person consented in two tabs at once: the other request won.
+        return Participant.objects.get(study=study, external_id=external_id)
+    return participant
+
+
+def _assign_sequence(participant: Participant, rng: random.Random) -> None:
+    study = participant.study
+    blocks = list(Block.objects.filter(study=study).order_by("order", "id"))
+    checks = list(AttentionCheck.objects.filter(study=study).order_by("id"))
+    rng.shuffle(blocks)
+    pages: list[Block | AttentionCheck] = list(blocks)
+    for slot in sorted(_check_slots(len(blocks), len(checks), rng), reverse=True):
+        pages.insert(slot, checks.pop())
+    visits = BlockVisit.objects.bulk_create(
+        BlockVisit(
+            participant=participant,
+            sequence=i,
+            block=page if isinstance(page, Block) else None,
+            attention_check=page if isinstance(page, AttentionCheck) else None,
+        )
+        for i, page in enumerate(pages, start=1)
+    )
+    orders = response_orders(study=study, rng=rng)
+    placements = [
+        ItemPlacement(visit=visit, item_id=item_id, position=position)
+        for visit in visits
+        if visit.block_id is not None
+        for position, item_id in enumerate(orders[visit.block_id], start=1)
+    ]
+    ItemPlacement.objects.bulk_create(placements)
+    Participant.objects.filter(pk=participant.pk).update(blocks_assigned=len(blocks))
+    participant.blocks_assigned = len(blocks)
+
+
+def _check_slots(n_blocks: int, n_checks: int, rng: random.Random) -> list[int]:
+    """Insertion indexes for the checks: never before the first block, and
+    between blocks when there is room, so two checks never follow each other."""
+    if n_checks == 0:
+        return []
+    inner = list(range(1, n_blocks))
+    if len(inner) >= n_checks:
+        return rng.sample(inner, n_checks)
+    return [rng.randint(1, max(n_blocks, 1)) for _ in range(n_checks)]
+
+
+def response_orders(*, study: Study, rng: random.Random) -> dict[int, list[int]]:
+    """The display order of every block's items for a new participant.
+
+    Each block's order is a rotation of a fixed base permutation (a cyclic
+    Latin square), so over participants each item appears in each position
+    equally often. A rotation is identified by the item it puts first, so the
+    least-used rotation comes from one aggregate query over first positions.
+    """
+    items_by_block: dict[int, list[int]] = {}
+    for item_id, block_id in Item.objects.filter(study=study).order_by("option", "id").values_list("id", "block_id"):
+        items_by_block.setdefault(block_id, []).append(item_id)
+    first_counts = Counter(
+        dict(
+            ItemPlacement.objects.filter(
+                visit__participant__study=study, visit__participant__is_preview=False, position=1
+            )
+            .values_list("item_id")
+            .annotate(n=Count("id"))
+            .values_list("item_id", "n")
+        )
+    )
+    orders = {}
+    for block_id, item_ids in items_by_block.items():
+        base = _base_permutation(study, block_id, item_ids)
+        least = min(first_counts[item_id] for item_id in base)
+        candidates = [r for r, item_id in enumerate(base) if first_counts[item_id] == least]
+        r = rng.choice(candidates)
+        orders[block_id] = base[r:] + base[:r]
+    return orders
+
+
+def _base_permutation(study: Study, block_id: int, item_ids: list[int]) -> list[int]:
+    # Fixed per block (not per participant), so rotations of it form a Latin square.
+    base = list(item_ids)
+    random.Random(f"{study.pseudonym_key}:{block_id}").shuffle(base)
+    return base
+
+
+# --- pages ------------------------------------------------------------------------
+
+
+def participant_instructions_confirm(*, participant_id: int) -> None:
+    Participant.objects.filter(pk=participant_id).update(instructions_seen=True, last_seen_at=clock.now())
+
+
+def visit_mark_shown(*, visit_id: int) -> None:
+    """Record the server time the page was first shown (a refresh keeps it)."""
+    BlockVisit.objects.filter(pk=visit_id, shown_at__isnull=True).update(shown_at=clock.now())
+
+
+@transaction.atomic
+def block_answer_submit(*, participant_id: int, visit_id: int, answers: PageAnswers) -> SubmitOutcome:
+    """Save all answers of one page, or none; a replay of a saved page changes nothing."""
+    # Lock only the participant row: locking the study would queue everyone.
+    participant = Participant.objects.select_for_update(of=("self",)).select_related("study").get(pk=participant_id)
+    if participant.status != Participant.Status.IN_PROGRESS:
+        return SubmitOutcome.NOT_CURRENT
+    visit = (
+        BlockVisit.objects.filter(participant=participant, submitted_at__isnull=True)
+        .select_related("attention_check")
+        .order_by("sequence")
+        .first()
+    )
+    if visit is None or visit.pk != visit_id:
+        submitted = BlockVisit.objects.filter(pk=visit_id, participant=participant, submitted_at__isnull=False)
+        return SubmitOutcome.ALREADY_SAVED if submitted.exists() else SubmitOutcome.NOT_CURRENT
+    now = clock.now()
+    if visit.attention_check_id is not None:
+        _save_attention(visit, answers)
+    else:
+        _save_block(participant, visit, answers)
+    BlockVisit.objects.filter(pk=visit.pk).update(submitted_at=now, shown_at=visit.shown_at or now)
+    Participant.objects.filter(pk=participant.pk).update(last_seen_at=now)
+    return SubmitOutcome.SAVED
+
+
+def _save_attention(visit: BlockVisit, answers: PageAnswers) -> None:
+    if answers.attention_value is None:
+        raise AnswersRejected("an attention check needs an answer")
+    BlockVisit.objects.filter(pk=visit.pk).update(
+        attention_value=answers.attention_value,
+        attention_passed=answers.attention_value == visit.attention_check.expected_value,
+    )
+
+
+def _save_block(participant: Participant, visit: BlockVisit, answers: PageAnswers) -> None:
+    placements = {p.pk: p for p in ItemPlacement.objects.filter(visit=visit)}
+    dimensions = {d.pk: d for d in Dimension.objects.filter(study_id=participant.study_id)}
+    _check_fits(participant, visit, placements, dimensions, answers)
+    Rating.objects.bulk_create(
+        Rating(placement_id=pid, dimension_id=did, value=value) for (pid, did), value in answers.ratings.items()
+    )
+    changed = []
+    for pid, placement in placements.items():
+        placement.rank = answers.ranks.get(pid)
+        placement.choice = "best" if pid == answers.best else "worst" if pid == answers.worst else ""
+        changed.append(placement)
+    if answers.ranks or answers.best is not None:
+        ItemPlacement.objects.bulk_update(changed, ["rank", "choice"])
+    if answers.free_text:
+        FreeTextAnswer.objects.bulk_create(
+            FreeTextAnswer(participant=participant, question_id=qid, visit=visit, text=text)
+            for qid, text in answers.free_text.items()
+            if text
+        )
+
+
+def _check_fits(participant, visit, placements, dimensions, answers: PageAnswers) -> None:
+    """The last line of defence behind the forms: answers must fit this page exactly."""
+    study = participant.study
+    expected_keys = {(pid, did) for pid in placements for did in dimensions}
+    if set(answers.ratings) != expected_keys:
+        raise AnswersRejected("the ratings do not match the responses on this page")
+    for (_, did), value in answers.ratings.items():
+        if not dimensions[did].scale_min <= value <= dimensions[did].scale_max:
+            raise AnswersRejected(f"rating {value} is outside the scale")
+    if study.ranking_enabled and (
+        set(answers.ranks) != set(placements) or sorted(answers.ranks.values()) != list(range(1, len(placements) + 1))
+    ):
+        raise AnswersRejected("the ranks are not a ranking of the responses on this page")
+    if study.best_worst_enabled and (
+        answers.best not in placements or answers.worst not in placements or answers.best == answers.worst
+    ):
+        raise AnswersRejected("most and least must be two different responses on this page")
+    if not answers.free_text:
+        return
+    questions = {q.pk: q for q in FreeTextQuestion.objects.filter(study=study, per_block=True)}
+    for qid, text in answers.free_text.items():
+        if qid not in questions or len(text) > questions[qid].max_length:
+            raise AnswersRejected("a written answer does not fit its question")
+
+
+def participant_demographics_submit(
+    *, participant_id: int, answers: dict[str, str], free_text: dict[int, str] | None = None
+) -> None:
+    """Save the (all optional) answers about the person and end-of-study texts."""
+    with transaction.atomic():
+        participant = Participant.objects.select_for_update().get(pk=participant_id)
+        if participant.status != Participant.Status.IN_PROGRESS or participant.demographics_done:
+            return
+        known = set(DemographicQuestion.objects.filter(study_id=participant.study_id).values_list("key", flat=True))
+        for key, value in answers.items():
+            if key in known:
+                setattr(participant, key, value)
+        participant.demographics_done = True
+        participant.last_seen_at = clock.now()
+        participant.save()
+        FreeTextAnswer.objects.bulk_create(
+            FreeTextAnswer(participant=participant, question_id=qid, text=text)
+            for qid, text in (free_text or {}).items()
+            if text
+        )
+
+
+class NotFinished(Exception):
+    """Completion was asked for while pages or the final questions remain."""
+
+
+def participant_complete(*, participant_id: int) -> Participant:
+    """Mark the participant completed and give them the study's code (idempotent)."""
+    with transaction.atomic():
+        participant = Participant.objects.select_for_update().select_related("study").get(pk=participant_id)
+        if participant.status == Participant.Status.COMPLETED:
+            return participant
+        unanswered = BlockVisit.objects.filter(participant=participant, submitted_at__isnull=True).exists()
+        if participant.status != Participant.Status.IN_PROGRESS or unanswered or not participant.demographics_done:
+            raise NotFinished(participant.pseudonym)
+        now = clock.now()
+        participant.status = Participant.Status.COMPLETED
+        participant.finished_at = now
+        participant.last_seen_at = now
+        participant.completion_code = participant.study.completion_code
+        participant.save(update_fields=["status", "finished_at", "last_seen_at", "completion_code"])
+    return participant
+
+
+def participant_exit(*, participant_id: int) -> None:
+    """Leaving early: the answers so far stay, finished_at stays empty."""
+    Participant.objects.filter(pk=participant_id, status=Participant.Status.IN_PROGRESS).update(
+        status=Participant.Status.EXITED, last_seen_at=clock.now()
+    )

@@ -1,0 +1,91 @@
+"""Playwright + Debian chromium for browser tests (shared by every browser test module).
+
+Use it by importing the fixtures into a test module::
+
+    from tests.browser import browser, desktop_page  # noqa: F401  (pytest fixtures)
+
+Tests are skipped when chromium is missing, unless REQUIRE_BROWSER=1 (CI), in
+which case they fail. Pages come from pytest-django's ``live_server``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+
+import pytest
+
+# Playwright's sync API runs an event loop in this thread; the tests still read
+# the database directly between steps, which Django would otherwise refuse.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+DESKTOP = {"width": 1280, "height": 900}
+PHONE = {"width": 375, "height": 667}
+TIMEOUT_MS = 10_000
+
+
+def chromium_missing_reason() -> str | None:
+    if not (os.path.exists(CHROMIUM) or shutil.which(CHROMIUM)):
+        return f"chromium not found at {CHROMIUM}"
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "the playwright package is not installed"
+    return None
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator:
+    reason = chromium_missing_reason()
+    if reason:
+        if os.environ.get("REQUIRE_BROWSER") == "1":
+            pytest.fail(f"REQUIRE_BROWSER=1 but {reason}")
+        pytest.skip(reason)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        instance = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield instance
+        finally:
+            instance.close()
+
+
+def new_page(browser, *, viewport: dict | None = None, javascript: bool = True, **context_options):
+    """A page in a fresh context (its own cookies): a new browser, as far as the site knows."""
+    context = browser.new_context(
+        viewport=viewport or DESKTOP, java_script_enabled=javascript, **context_options
+    )
+    context.set_default_timeout(TIMEOUT_MS)
+    return context.new_page()
+
+
+@pytest.fixture
+def desktop_page(browser) -> Iterator:
+    page = new_page(browser)
+    try:
+        yield page
+    finally:
+        page.context.close()
+
+
+def tab_to(page, selector: str, *, limit: int = 150) -> None:
+    """Move the keyboard focus to ``selector`` with Tab / Shift+Tab only (no clicks)."""
+    target = page.locator(selector)
+    target.wait_for(state="attached")
+    for _ in range(limit):
+        position = target.evaluate(
+            """el => {
+                const active = document.activeElement;
+                if (active === el) return 0;
+                if (!active || active === document.body) return 1;
+                return active.compareDocumentPosition(el) & Node.DOCUMENT_POSITION_FOLLOWING ? 1 : -1;
+            }"""
+        )
+        if position == 0:
+            return
+        page.keyboard.press("Tab" if position > 0 else "Shift+Tab")
+    raise AssertionError(f"could not reach {selector} with the keyboard")

@@ -1,0 +1,116 @@
+"""Scripted participants drive the real views; what they submitted is what was stored."""
+
+import random
+import statistics
+
+import pytest
+from django.core.management import call_command
+
+from surveys import bots
+from surveys.models import BlockVisit, FreeTextAnswer, ItemPlacement, Participant, Rating
+
+
+def reconcile(run: bots.BotRun) -> Participant:
+    """Every acknowledged page of the run is in the database exactly as submitted."""
+    participant = Participant.objects.get(external_id=run.external_id)
+    for submission, ack in zip(run.submitted, run.acknowledged):
+        assert ack.status == 303, (submission, ack)
+        if submission.kind == "block":
+            for placement in ItemPlacement.objects.filter(visit_id=submission.visit_id).prefetch_related("ratings__dimension"):
+                for rating in placement.ratings.all():
+                    assert str(rating.value) == submission.fields[f"rate-{placement.pk}-{rating.dimension.key}"]
+                if f"rank-{placement.pk}" in submission.fields:
+                    assert str(placement.rank) == submission.fields[f"rank-{placement.pk}"]
+        elif submission.kind == "check":
+            visit = BlockVisit.objects.get(pk=submission.visit_id)
+            assert str(visit.attention_value) == submission.fields["attention"]
+        elif submission.kind == "demographics":
+            for key, value in submission.fields.items():
+                if not key.startswith("text-"):
+                    assert getattr(participant, key) == value
+    submitted_pages = [s for s in run.submitted if s.kind in {"block", "check"}]
+    assert participant.visits.filter(submitted_at__isnull=False).count() == len(submitted_pages)
+    return participant
+
+
+def _block_seconds(participant):
+    return [
+        (v.submitted_at - v.shown_at).total_seconds()
+        for v in participant.visits.filter(block__isnull=False, submitted_at__isnull=False)
+    ]
+
+
+def test_an_honest_bot_completes_tide_in_realistic_time_with_ratings_that_follow_quality(tide):
+    run = bots.run_in_process(persona=bots.Persona(), study=tide, seed=7)
+    assert run.outcome == "completed" and run.completion_code == "C1TIDE7Q"
+    participant = reconcile(run)
+    minutes = (participant.finished_at - participant.started_at).total_seconds() / 60
+    assert 10 <= minutes <= 75
+    assert all(20 <= s <= 120 for s in _block_seconds(participant))
+    by_condition = {}
+    for value, condition in Rating.objects.values_list("value", "placement__item__condition__name"):
+        by_condition.setdefault(condition, []).append(value)
+    assert statistics.mean(by_condition["reference"]) > statistics.mean(by_condition["zero-shot"]) + 0.5
+    assert all(v.attention_passed for v in participant.visits.filter(attention_check__isnull=False))
+    # Ranks agree with ratings: a higher-rated response never gets a worse rank.
+    for visit in participant.visits.filter(block__isnull=False):
+        pairs = [(p.rank, p.ratings.get().value) for p in visit.placements.all()]
+        ordered = [value for _, value in sorted(pairs)]
+        assert ordered == sorted(ordered, reverse=True)
+
+
+@pytest.mark.parametrize("name", ["speeder", "straight_liner", "attention_failer", "random"])
+def test_each_persona_completes_through_the_real_views(tide, name):
+    run = bots.run_in_process(persona=bots.persona_named(name), study=tide, seed=11)
+    assert run.outcome == "completed"
+    participant = reconcile(run)
+    checks = list(participant.visits.filter(attention_check__isnull=False))
+    if name == "speeder":
+        assert all(3 <= s <= 8 for s in _block_seconds(participant))
+    if name == "straight_liner":
+        assert set(Rating.objects.values_list("value", flat=True)) == {3}
+    if name == "attention_failer":
+        assert [v.attention_passed for v in checks] == [False, False]
+
+
+def test_an_early_exit_bot_leaves_half_way(tide):
+    run = bots.run_in_process(persona=bots.EarlyExit(), study=tide, seed=3)
+    assert run.outcome == "exited"
+    participant = reconcile(run)
+    assert participant.status == "exited" and participant.finished_at is None
+    assert 10 <= participant.visits.filter(submitted_at__isnull=False).count() <= 14
+
+
+def test_a_best_worst_bot_answers_free_text_within_limits(most_least):
+    run = bots.run_in_process(persona=bots.Persona(), study=most_least, seed=5)
+    assert run.outcome == "completed"
+    reconcile(run)
+    assert FreeTextAnswer.objects.count() == most_least.blocks.count()
+    assert ItemPlacement.objects.filter(choice="best").count() == most_least.blocks.count()
+
+
+def test_the_persona_mix_is_mostly_honest_with_some_of_each():
+    names = [p.name for p in bots.persona_mix(150, random.Random(1))]
+    assert len(names) == 150
+    assert names.count("honest") >= 90
+    assert set(names) == set(bots.PERSONAS)
+
+
+def test_the_http_driver_runs_a_bot_against_a_live_server(live_server, counselor):
+    run = bots.run_over_http(persona=bots.Persona(), base_url=live_server.url, slug="counselor", seed=2)
+    assert run.outcome == "completed" and run.completion_code == "C0UNSEL1"
+    reconcile(run)
+    assert Participant.objects.get().status == "completed"
+
+
+def test_simulate_participants_fills_a_study_with_every_group_and_is_idempotent(counselor, capsys):
+    call_command("simulate_participants", study="counselor", n=40, seed=4)
+    participants = Participant.objects.filter(study=counselor)
+    assert participants.count() == 40
+    assert participants.filter(status="completed").count() >= 30
+    assert participants.filter(status="exited").exists()
+    assert len(set(participants.exclude(state="").values_list("state", flat=True))) >= 15
+    assert len(set(participants.values_list("gender", flat=True))) >= 4
+    call_command("simulate_participants", study="counselor", n=40, seed=4)
+    assert participants.count() == 40
+    assert "nothing to add" in capsys.readouterr().out

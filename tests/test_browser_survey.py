@@ -1,0 +1,268 @@
+"""The whole TIDE survey in chromium: with a mouse (drag ranking), on a phone with
+JavaScript off (select ranking), and with the keyboard only. What is stored in
+the database must be exactly what was clicked."""
+
+from __future__ import annotations
+
+import random
+import re
+
+import pytest
+
+from surveys.models import BlockVisit, ItemPlacement, Participant, Rating
+from tests.browser import PHONE, browser, new_page, tab_to  # noqa: F401  (browser is a fixture)
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+
+def _link(live_server, external_id: str) -> str:
+    return f"{live_server.url}/s/tide/?PROLIFIC_PID={external_id}&STUDY_ID=st&SESSION_ID=se"
+
+
+def _kind(page) -> str:
+    return page.evaluate(
+        """() => document.querySelector('[data-completion-code]') ? 'done'
+              : (document.querySelector('form[data-page]') || {dataset: {}}).dataset.page || ''"""
+    )
+
+
+def _placements(page) -> list[int]:
+    return page.locator("section.response").evaluate_all("els => els.map(e => +e.dataset.placement)")
+
+
+def _visit_id(page) -> int:
+    return int(page.locator("input[name=visit]").input_value())
+
+
+def _expected_check_value(page) -> int:
+    return int(re.search(r"select (\d+)", page.locator("legend").first.inner_text()).group(1))
+
+
+def _rank_order(page) -> list[int]:
+    return page.locator("[data-rank-row]").evaluate_all("els => els.map(e => +e.dataset.placement)")
+
+
+class Record:
+    """What the test clicked, to compare with the database at the end."""
+
+    def __init__(self):
+        self.ratings: dict[int, int] = {}
+        self.ranks: dict[int, int] = {}
+        self.checks: dict[int, int] = {}
+
+    def assert_stored(self, external_id: str) -> Participant:
+        participant = Participant.objects.get(external_id=external_id)
+        stored = dict(Rating.objects.filter(placement__visit__participant=participant).values_list("placement_id", "value"))
+        assert stored == self.ratings
+        ranks = dict(ItemPlacement.objects.filter(visit__participant=participant).values_list("pk", "rank"))
+        assert ranks == self.ranks
+        values = dict(
+            BlockVisit.objects.filter(participant=participant, attention_check__isnull=False).values_list(
+                "pk", "attention_value"
+            )
+        )
+        assert values == self.checks
+        assert participant.visits.filter(submitted_at__isnull=True).count() == 0
+        return participant
+
+
+def _drag_to(page, pid: int, index: int) -> None:
+    """Drag a ranking row by its handle onto the row now at ``index`` (mouse only)."""
+    handle = page.locator(f'[data-rank-row][data-placement="{pid}"] .drag-handle')
+    target = page.locator("[data-rank-row]").nth(index)
+    handle.scroll_into_view_if_needed()
+    source, box = handle.bounding_box(), target.bounding_box()
+    page.mouse.move(source["x"] + source["width"] / 2, source["y"] + source["height"] / 2)
+    page.mouse.down()
+    x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] * 0.3
+    page.mouse.move(x, y, steps=12)
+    # SortableJS's mouse fallback checks the pointer every 50 ms: wait (on the
+    # order, not the clock) until the row has moved, nudging the pointer meanwhile.
+    for nudge in range(20):
+        moved = page.evaluate(
+            "([pid, index]) => +document.querySelectorAll('[data-rank-row]')[index].dataset.placement === pid",
+            [pid, index],
+        )
+        if moved:
+            break
+        page.mouse.move(x, y + (nudge % 2), steps=2)
+    page.mouse.up()
+
+
+def _finish_demographics(page, choices: dict[str, str]) -> None:
+    for name, value in choices.items():
+        page.select_option(f"#id-{name}", value)
+    page.get_by_role("button", name="Finish").click()
+
+
+def test_it_completes_tide_with_a_mouse_and_drag_ranking(browser, live_server, tide):
+    external_id = "d" * 24
+    rng, record = random.Random(1), Record()
+    page = new_page(browser)
+    page.goto(_link(live_server, external_id))
+    assert "PROLIFIC_PID" not in page.url and page.url.endswith("/s/tide/consent/")
+    page.get_by_role("button", name="I agree to take part").click()
+    page.get_by_role("button", name="Start").click()
+    blocks = 0
+    while (kind := _kind(page)) in {"block", "check"}:
+        if kind == "check":
+            value = _expected_check_value(page)
+            page.check(f"#id-attention-{value}")
+            record.checks[_visit_id(page)] = value
+        else:
+            blocks += 1
+            placements = _placements(page)
+            if blocks == 2:
+                # A refresh shows the same responses in the same order.
+                page.reload()
+                assert _placements(page) == placements
+            for pid in placements:
+                value = rng.randint(1, 5)
+                page.locator(f'label[for="id-rate-{pid}-empathy-{value}"]').click()
+                record.ratings[pid] = value
+            wanted = list(placements)
+            rng.shuffle(wanted)
+            for index, pid in enumerate(wanted):
+                if _rank_order(page)[index] != pid:
+                    _drag_to(page, pid, index)
+            assert _rank_order(page) == wanted
+            for rank, pid in enumerate(wanted, start=1):
+                assert page.locator(f"#id-rank-{pid}").input_value() == str(rank)
+                record.ranks[pid] = rank
+        submitted = _visit_id(page)
+        page.get_by_role("button", name="Next").click()
+        if blocks == 3 and kind == "block":
+            # The back button cannot reopen a saved page: it shows the current one.
+            page.go_back()
+            assert _visit_id(page) != submitted
+            assert _kind(page) in {"block", "check"}
+    assert blocks == 24
+    _finish_demographics(page, {"age": "30-39", "gender": "Woman", "state": "TX"})
+    assert page.locator("[data-completion-code]").inner_text() == "C1TIDE7Q"
+    assert page.get_by_role("link", name=re.compile("Return to Prolific")).get_attribute("href").endswith("cc=C1TIDE7Q")
+    participant = record.assert_stored(external_id)
+    assert (participant.status, participant.age, participant.gender, participant.state) == (
+        "completed", "30-39", "Woman", "TX")
+    page.context.close()
+
+
+def test_it_completes_tide_on_a_phone_without_javascript_using_rank_selects(browser, live_server, tide):
+    external_id = "e" * 24
+    rng, record = random.Random(2), Record()
+    page = new_page(browser, viewport=PHONE, javascript=False)
+    page.goto(_link(live_server, external_id))
+    page.get_by_role("button", name="I agree to take part").click()
+    page.get_by_role("button", name="Start").click()
+    blocks = 0
+    while (kind := _kind(page)) in {"block", "check"}:
+        if kind == "check":
+            value = _expected_check_value(page)
+            page.check(f"#id-attention-{value}")
+            record.checks[_visit_id(page)] = value
+        else:
+            blocks += 1
+            assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+            placements = _placements(page)
+            for pid in placements:
+                value = rng.randint(1, 5)
+                page.check(f"#id-rate-{pid}-empathy-{value}")
+                record.ratings[pid] = value
+            ranks = list(range(1, 6))
+            rng.shuffle(ranks)
+            if blocks == 1:
+                # A mistake first: the same rank twice is refused, and the ratings stay checked.
+                page.select_option(f"#id-rank-{placements[0]}", "1")
+                page.select_option(f"#id-rank-{placements[1]}", "1")
+                page.get_by_role("button", name="Next").click()
+                assert page.locator(".error-summary").is_visible()
+                assert "Rank 1 is given to more than one response" in page.content()
+                assert page.is_checked(f"#id-rate-{placements[0]}-empathy-{record.ratings[placements[0]]}")
+            for pid, rank in zip(placements, ranks):
+                page.select_option(f"#id-rank-{pid}", str(rank))
+                record.ranks[pid] = rank
+        page.get_by_role("button", name="Next").click()
+        if blocks == 5 and kind == "block":
+            # Another browser (the same person re-opening the link) resumes at the same page.
+            other = new_page(browser, viewport=PHONE, javascript=False)
+            other.goto(_link(live_server, external_id))
+            assert _visit_id(other) == _visit_id(page)
+            if _kind(other) == "block":
+                assert _placements(other) == _placements(page)
+            other.context.close()
+    assert blocks == 24
+    _finish_demographics(page, {"age": "60-69", "race": "Prefer not to answer", "state": "Outside the US"})
+    assert page.locator("[data-completion-code]").inner_text() == "C1TIDE7Q"
+    participant = record.assert_stored(external_id)
+    assert (participant.age, participant.race, participant.state) == ("60-69", "Prefer not to answer", "Outside the US")
+    page.context.close()
+
+
+def _keyboard_rate(page, pid: int, value: int) -> None:
+    tab_to(page, f"#id-rate-{pid}-empathy-1")
+    page.keyboard.press("Space")
+    for _ in range(value - 1):
+        page.keyboard.press("ArrowRight")
+
+
+def _keyboard_rank(page, wanted: list[int]) -> None:
+    """Put the rows in the wanted order with the Move up buttons (Space presses)."""
+    for index, pid in enumerate(wanted):
+        moves = _rank_order(page).index(pid) - index
+        if moves <= 0:
+            continue
+        tab_to(page, f'[data-rank-row][data-placement="{pid}"] button[data-move="up"]')
+        for _ in range(moves):
+            page.keyboard.press("Space")
+
+
+def test_it_completes_tide_with_the_keyboard_only(browser, live_server, tide):
+    external_id = "f" * 24
+    rng, record = random.Random(3), Record()
+    page = new_page(browser)
+    page.goto(_link(live_server, external_id))
+    tab_to(page, "#consent-accept")
+    page.keyboard.press("Enter")
+    page.wait_for_url("**/instructions/")
+    tab_to(page, "button.primary")
+    page.keyboard.press("Enter")
+    page.wait_for_url("**/page/")
+    blocks = 0
+    while (kind := _kind(page)) in {"block", "check"}:
+        visit_id = _visit_id(page)
+        if kind == "check":
+            value = _expected_check_value(page)
+            tab_to(page, "#id-attention-1")
+            page.keyboard.press("Space")
+            for _ in range(value - 1):
+                page.keyboard.press("ArrowRight")
+            record.checks[visit_id] = value
+        else:
+            blocks += 1
+            placements = _placements(page)
+            for pid in placements:
+                value = rng.randint(1, 5)
+                _keyboard_rate(page, pid, value)
+                record.ratings[pid] = value
+            wanted = list(placements)
+            rng.shuffle(wanted)
+            _keyboard_rank(page, wanted)
+            assert _rank_order(page) == wanted
+            assert "is now ranked" in page.locator("[data-rank-status]").inner_text() or wanted == placements
+            for rank, pid in enumerate(wanted, start=1):
+                record.ranks[pid] = rank
+        tab_to(page, "button.primary")
+        with page.expect_navigation():
+            page.keyboard.press("Enter")
+        assert _kind(page) not in {"block", "check"} or _visit_id(page) != visit_id
+    assert blocks == 24
+    tab_to(page, "#id-age")
+    page.keyboard.type("6")
+    tab_to(page, "#id-state")
+    page.keyboard.type("Ohio")
+    tab_to(page, "button.primary")
+    page.keyboard.press("Enter")
+    page.wait_for_url("**/done/")
+    assert page.locator("[data-completion-code]").inner_text() == "C1TIDE7Q"
+    participant = record.assert_stored(external_id)
+    assert (participant.age, participant.state) == ("60-69", "OH")
+    page.context.close()

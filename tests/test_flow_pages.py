@@ -1,0 +1,303 @@
+"""Block, attention-check and demographics pages: what is shown, validated and saved."""
+
+import random
+import re
+from collections import Counter
+
+import pytest
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+
+from surveys import services
+from surveys.models import BlockVisit, FreeTextAnswer, Item, ItemPlacement, Participant, Rating
+
+PID = "a" * 24
+
+
+def _state():
+    """Everything a page submit could change, to prove a rejected one changed nothing."""
+    return (
+        list(BlockVisit.objects.order_by("pk").values_list("pk", "submitted_at", "attention_value")),
+        list(ItemPlacement.objects.order_by("pk").values_list("pk", "rank", "choice")),
+        Rating.objects.count(),
+        FreeTextAnswer.objects.count(),
+        list(Participant.objects.values_list("status", "last_seen_at")),
+    )
+
+
+def test_it_shows_the_scenario_and_five_labelled_responses_in_the_stored_order(client, tide, steps):
+    participant = steps.start(client, tide, PID)
+    response, spec = steps.page(client, tide)
+    html = response.content.decode()
+    visit = participant.visits.order_by("sequence").first()
+    placements = list(visit.placements.order_by("position").select_related("item"))
+    assert spec.placements == [p.pk for p in placements]
+    assert "Person:" in html and visit.block.scenario.user_input[:30] in html
+    positions = [html.index(f"<h2 id=\"response-{p.pk}\">Response {p.position}</h2>") for p in placements]
+    assert positions == sorted(positions)
+    assert 'Block 1 of 24' in html
+    assert '<legend>Response 1: Perceived empathy</legend>' in html
+    assert "1 (Not at all empathetic)" in html and "5 (Extremely empathetic)" in html
+    assert html.count('<select id="id-rank-') == 5
+
+
+def test_it_has_no_inline_script_or_event_handler_and_escapes_text(client, tide, steps):
+    Item.objects.filter(study=tide).update(text='<script>alert("x")</script> & <b>bold</b>')
+    steps.start(client, tide, PID)
+    html = steps.page(client, tide)[0].content.decode()
+    assert "<script>alert" not in html and "&lt;script&gt;alert" in html
+    for script in re.findall(r"<script[^>]*>", html):
+        assert "src=" in script
+    assert not re.search(r"\son[a-z]+=", html)
+    assert 'lang="en"' in html and 'href="#main"' in html
+
+
+def test_it_saves_a_complete_page_in_one_go_and_moves_on(client, tide, steps):
+    steps.start(client, tide, PID)
+    response, spec = steps.submit_current(client, tide)
+    assert response.status_code == 303 and response["Location"] == "/s/tide/page/"
+    visit = BlockVisit.objects.get(pk=spec.visit_id)
+    assert visit.submitted_at >= visit.shown_at
+    placements = list(visit.placements.order_by("position"))
+    assert [p.rank for p in placements] == [1, 2, 3, 4, 5]
+    assert list(Rating.objects.filter(placement__visit=visit).values_list("value", flat=True)) == [4] * 5
+    assert steps.page(client, tide)[1].visit_id != spec.visit_id
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ("out_of_range", "Please rate Response 2 from 1 to 5."),
+        ("missing", "Please rate Response 2 for perceived empathy."),
+        ("not_a_number", "Please rate Response 2 from 1 to 5."),
+        ("duplicate_rank", "Rank 1 is given to more than one response"),
+        ("missing_rank", "Please give Response 3 a rank."),
+        ("rank_out_of_range", "Please give Response 3 a rank from 1 to 5."),
+        ("foreign_item", "Some answers do not belong to this page"),
+        ("unknown_dimension", "Some answers do not belong to this page"),
+    ],
+)
+def test_it_rejects_bad_answers_with_a_clear_message_and_changes_nothing(client, tide, steps, change, message):
+    steps.start(client, tide, PID)
+    _, spec = steps.page(client, tide)
+    data = steps.answers(spec)
+    p1, p2, p3 = spec.placements[:3]
+    other = ItemPlacement.objects.exclude(visit_id=spec.visit_id).first()
+    if change == "out_of_range":
+        data[f"rate-{p2}-empathy"] = 6
+    elif change == "missing":
+        del data[f"rate-{p2}-empathy"]
+    elif change == "not_a_number":
+        data[f"rate-{p2}-empathy"] = "x"
+    elif change == "duplicate_rank":
+        data[f"rank-{p2}"] = 1
+    elif change == "missing_rank":
+        del data[f"rank-{p3}"]
+    elif change == "rank_out_of_range":
+        data[f"rank-{p3}"] = 9
+    elif change == "foreign_item":
+        data[f"rate-{other.pk}-empathy"] = 3
+    elif change == "unknown_dimension":
+        data[f"rate-{p1}-kindness"] = 3
+    before = _state()
+    response = client.post("/s/tide/page/", data)
+    html = response.content.decode()
+    assert response.status_code == 400
+    assert 'class="error-summary"' in html and message in html
+    assert _state() == before
+    # What was entered is kept: Response 1's rating is still checked.
+    assert f'id="id-rate-{p1}-empathy-4" name="rate-{p1}-empathy" value="4" checked' in html
+
+
+def test_error_messages_sit_next_to_their_fields_and_the_summary_links_to_them(client, tide, steps):
+    steps.start(client, tide, PID)
+    _, spec = steps.page(client, tide)
+    data = steps.answers(spec)
+    p2 = spec.placements[1]
+    del data[f"rate-{p2}-empathy"]
+    html = client.post("/s/tide/page/", data).content.decode()
+    assert f'<a href="#id-rate-{p2}-empathy-1">' in html
+    assert f'id="fs-rate-{p2}-empathy" aria-describedby="err-rate-{p2}-empathy"' in html
+    assert f'<p class="error-message" id="err-rate-{p2}-empathy">' in html
+
+
+def test_it_rejects_a_tampered_service_call_too(tide, steps, client):
+    participant = steps.start(client, tide, PID)
+    _, spec = steps.page(client, tide)
+    before = _state()
+    with pytest.raises(services.AnswersRejected):
+        services.block_answer_submit(
+            participant_id=participant.pk, visit_id=spec.visit_id, answers=services.PageAnswers(ratings={})
+        )
+    assert _state() == before
+
+
+def test_a_post_for_another_visit_changes_nothing(client, tide, steps):
+    steps.start(client, tide, PID)
+    _, spec = steps.page(client, tide)
+    data = steps.answers(spec)
+    later = BlockVisit.objects.filter(participant__external_id=PID).order_by("-sequence").first()
+    other = Client()
+    steps.start(other, tide, "b" * 24)
+    foreign = BlockVisit.objects.filter(participant__external_id="b" * 24).first()
+    before = _state()
+    for visit_id in (later.pk, foreign.pk, "", "abc"):
+        response = client.post("/s/tide/page/", {**data, "visit": visit_id})
+        assert response.status_code == 409
+        assert "This page is out of date" in response.content.decode()
+    assert _state() == before
+
+
+def test_a_double_submit_stores_one_set_of_answers(client, tide, steps):
+    steps.start(client, tide, PID)
+    _, spec = steps.page(client, tide)
+    data = steps.answers(spec)
+    assert client.post("/s/tide/page/", data).status_code == 303
+    before = _state()
+    again = client.post("/s/tide/page/", {**data, f"rate-{spec.placements[0]}-empathy": 1})
+    assert again.status_code == 303 and again["Location"] == "/s/tide/page/"
+    assert _state() == before
+    assert Rating.objects.count() == 5
+
+
+def test_a_post_after_completion_changes_nothing(client, tide, steps):
+    steps.start(client, tide, PID)
+    _, spec = steps.page(client, tide)
+    data = steps.answers(spec)
+    steps.finish(client, tide)
+    before = _state()
+    response = client.post("/s/tide/page/", data)
+    assert response.status_code == 303 and response["Location"] == "/s/tide/done/"
+    assert _state() == before
+
+
+def test_it_records_attention_checks_passed_and_failed(client, tide, steps):
+    participant = steps.start(client, tide, PID)
+    results = []
+    while True:
+        _, spec = steps.page(client, tide)
+        if spec.kind == "block":
+            client.post("/s/tide/page/", steps.answers(spec))
+        elif spec.kind == "check":
+            expected = steps.answers(spec)["attention"]
+            value = expected if not results else (expected % 5) + 1
+            response = client.post("/s/tide/page/", {"visit": spec.visit_id, "attention": value})
+            assert response.status_code == 303
+            results.append(value == expected)
+        else:
+            break
+    checks = list(participant.visits.filter(attention_check__isnull=False).order_by("sequence"))
+    assert [v.attention_passed for v in checks] == [True, False]
+    assert all(v.attention_value is not None for v in checks)
+
+
+def test_an_attention_check_shows_the_statement_on_the_first_scale(client, tide, steps):
+    participant = steps.start(client, tide, PID)
+    check = participant.visits.filter(attention_check__isnull=False).order_by("sequence").first()
+    while steps.page(client, tide)[1].visit_id != check.pk:
+        steps.submit_current(client, tide)
+    response, spec = steps.page(client, tide)
+    html = response.content.decode()
+    assert f"<legend>{check.attention_check.text}</legend>" in html
+    assert spec.check_points == [1, 2, 3, 4, 5] and "2 (Slightly empathetic)" in html
+    missing = client.post("/s/tide/page/", {"visit": spec.visit_id})
+    assert missing.status_code == 400 and "Please choose an answer for this statement." in missing.content.decode()
+
+
+def test_best_worst_must_differ_and_free_text_has_a_limit(client, most_least, steps):
+    steps.start(client, most_least, PID)
+    response, spec = steps.page(client, most_least)
+    html = response.content.decode()
+    assert spec.best_worst and 'maxlength="2000"' in html and "<legend>Most empathetic response</legend>" in html
+    data = steps.answers(spec)
+    before = _state()
+    same = client.post("/s/most-least/page/", {**data, "least": data["most"]})
+    assert same.status_code == 400 and "must differ from the most" in same.content.decode()
+    long = client.post("/s/most-least/page/", {**data, "text-why": "x" * 2001})
+    assert long.status_code == 400 and "Please keep your answer to 2000 characters (it has 2001)" in long.content.decode()
+    assert "x" * 2001 in long.content.decode()  # kept for editing
+    assert _state() == before
+    ok = client.post("/s/most-least/page/", {**data, "text-why": "The first one listened."})
+    assert ok.status_code == 303
+    visit = BlockVisit.objects.get(pk=spec.visit_id)
+    choices = dict(visit.placements.values_list("pk", "choice"))
+    assert choices[data["most"]] == "best" and choices[data["least"]] == "worst"
+    assert FreeTextAnswer.objects.get().text == "The first one listened."
+
+
+def test_a_three_dimension_study_asks_each_dimension_for_each_response(client, counselor, steps):
+    steps.start(client, counselor, PID)
+    response, spec = steps.page(client, counselor)
+    assert set(spec.dimensions) == {"resonance", "coherence", "advice"}
+    assert not spec.ranking
+    assert client.post("/s/counselor/page/", steps.answers(spec)).status_code == 303
+    assert Rating.objects.count() == 3 * len(spec.placements)
+
+
+def test_demographics_are_optional_and_saved_on_the_participant(client, tide, steps):
+    steps.start(client, tide, PID)
+    while steps.page(client, tide)[1].kind in {"block", "check"}:
+        steps.submit_current(client, tide)
+    html = client.get("/s/tide/about-you/").content.decode()
+    assert "Prefer not to answer" in html and "Outside the US" in html and ">Ohio</option>" in html
+    bad = client.post("/s/tide/about-you/", {"age": "200"})
+    assert bad.status_code == 400 and "Please choose one of the listed answers." in bad.content.decode()
+    response = client.post("/s/tide/about-you/", {"age": "60-69", "gender": "Prefer not to answer", "state": "OH"})
+    assert response.status_code == 303
+    participant = Participant.objects.get()
+    assert (participant.age, participant.gender, participant.state, participant.race) == (
+        "60-69", "Prefer not to answer", "OH", "")
+    assert participant.demographics_done
+
+
+def test_the_progress_bar_counts_blocks(client, tide, steps):
+    participant = steps.start(client, tide, PID)
+    first_check = participant.visits.filter(attention_check__isnull=False).order_by("sequence").first()
+    for _ in range(first_check.sequence - 1):
+        steps.submit_current(client, tide)
+    blocks_done = first_check.sequence - 1
+    html = steps.page(client, tide)[0].content.decode()
+    assert f"Block {blocks_done} of 24 done" in html
+    steps.submit_current(client, tide)
+    html = steps.page(client, tide)[0].content.decode()
+    assert f"Block {blocks_done + 1} of 24" in html and f'value="{blocks_done + 1}"' in html
+
+
+# Session read, participant with study, visit list, shown_at stamp, the visit, its
+# dimensions, placements with items, free-text questions, session write (3 with its savepoint).
+BLOCK_GET_QUERIES = 11
+# The same reads, then the locked save (savepoint, lock, current visit, placements,
+# dimensions, ratings, ranks, submitted_at, last_seen_at, release), then the session write.
+BLOCK_POST_QUERIES = 20
+
+
+@pytest.mark.parametrize("answered", [0, 20])
+def test_a_block_page_uses_a_fixed_number_of_queries(client, tide, steps, answered):
+    steps.start(client, tide, PID)
+    for _ in range(answered):
+        steps.submit_current(client, tide)
+    _, spec = steps.page(client, tide)
+    while spec.kind != "block":
+        steps.submit_current(client, tide)
+        _, spec = steps.page(client, tide)
+    with CaptureQueriesContext(connection) as get_queries:
+        client.get("/s/tide/page/")
+    assert len(get_queries) == BLOCK_GET_QUERIES, [q["sql"] for q in get_queries]
+    with CaptureQueriesContext(connection) as post_queries:
+        assert client.post("/s/tide/page/", steps.answers(spec)).status_code == 303
+    assert len(post_queries) == BLOCK_POST_QUERIES, [q["sql"] for q in post_queries]
+
+
+def test_response_orders_are_counterbalanced_over_participants(tide):
+    rng = random.Random(5)
+    for n in range(60):
+        services.participant_enroll(study=tide, external_id=f"{n:024x}", seed=rng.getrandbits(62))
+    counts = Counter(ItemPlacement.objects.values_list("item_id", "position"))
+    # 60 participants, 5 positions: a Latin square gives each item each position 12 times.
+    assert set(counts.values()) == {12}
+    assert len(counts) == 120 * 5
+    # Block orders differ between participants and checks are never first.
+    orders = {tuple(p.visits.order_by("sequence").values_list("block_id", flat=True)) for p in Participant.objects.all()}
+    assert len(orders) == 60
+    assert not BlockVisit.objects.filter(sequence=1, block__isnull=True).exists()
