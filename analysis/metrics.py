@@ -212,8 +212,7 @@ def encode_texts(
     import torch
 
     texts = list(texts)
-    # Batching texts of similar length keeps padding, hence wasted compute, small.
-    order = np.argsort([len(t) for t in texts], kind="stable")
+    order = _order_by_token_count(texts, encoder)
     sentence = np.zeros((len(texts), encoder.model.config.hidden_size), dtype=np.float32)
     tokens: list[np.ndarray] = [np.empty((0, 0), dtype=np.float32)] * len(texts)
     with torch.inference_mode():
@@ -224,6 +223,19 @@ def encode_texts(
             for i, vectors in zip(index, token_vectors):
                 tokens[i] = vectors
     return EncodedTexts(sentence=sentence, tokens=tokens if layer is not None else [])
+
+
+def _order_by_token_count(texts: list[str], encoder: Encoder) -> np.ndarray:
+    """Indices of ``texts`` from fewest to most word pieces.
+
+    Batching texts of similar length keeps padding, hence wasted compute, small.
+    Word pieces, not characters: look-alike or leetspeak text splits into far
+    more pieces than its length suggests.
+    """
+    if not texts:
+        return np.array([], dtype=int)
+    ids = encoder.tokenizer(texts, truncation=True, max_length=encoder.max_tokens)["input_ids"]
+    return np.argsort([len(i) for i in ids], kind="stable")
 
 
 def _encode_batch(texts: list[str], encoder: Encoder, layer: int | None) -> tuple[np.ndarray, list[np.ndarray]]:

@@ -96,6 +96,8 @@ def main() -> None:
     words = frame["text"].str.split().str.len()
     print(f"{args.n} responses, {words.mean():.1f} words on average; torch {torch.__version__}, "
           f"{torch.get_num_threads()} threads, {os.cpu_count()} cores")
+    # Other jobs on the machine slow every stage; the load average says how far to trust the figures.
+    print("load average at start: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
 
     encoder = timed("load encoder (first call, incl. imports)", 0, metrics.load_encoder)
     cache = metrics.InMemoryEmbeddingCache()
@@ -119,6 +121,7 @@ def main() -> None:
     sample = texts[:200]
     timed("robustness_table (200 texts x 7 perturbations)", 1600,
           lambda: perturb.robustness_table(fitted, sample))
+    print("load average at end:   {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
 
 
 if __name__ == "__main__":
