@@ -104,6 +104,19 @@
     fieldset.classList.add("is-enhanced");
   }
 
+  // The sticky message must never cover the focused control (WCAG 2.2, 2.4.11):
+  // keep the scroll padding equal to its height whenever it is sticky.
+  function keepFocusClearOfScenario() {
+    var scenario = document.querySelector("[data-scenario]");
+    if (!scenario) { return; }
+    function update() {
+      var sticky = window.getComputedStyle(scenario).position === "sticky";
+      document.documentElement.style.scrollPaddingTop = sticky ? (scenario.offsetHeight + 16) + "px" : "";
+    }
+    update();
+    window.addEventListener("resize", update);
+  }
+
   function focusErrorSummary() {
     var summary = document.querySelector("[data-error-summary]");
     if (summary) { summary.focus(); }
@@ -111,5 +124,6 @@
 
   document.documentElement.classList.add("js");
   toArray(document.querySelectorAll("[data-ranking]")).forEach(initRanking);
+  keepFocusClearOfScenario();
   focusErrorSummary();
 }());
