@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -89,3 +90,32 @@ def tab_to(page, selector: str, *, limit: int = 150) -> None:
             return
         page.keyboard.press("Tab" if position > 0 else "Shift+Tab")
     raise AssertionError(f"could not reach {selector} with the keyboard")
+
+
+# --- screenshots for the README (SAVE_SCREENSHOTS=1, see bin/screenshots) ----------------
+
+SCREENSHOTS_DIR = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
+
+
+def saving_screenshots() -> bool:
+    return os.environ.get("SAVE_SCREENSHOTS") == "1"
+
+
+def save_screenshot(page, name: str, *, full_page: bool = False, locator=None) -> Path | None:
+    """Write docs/screenshots/<name>.png when SAVE_SCREENSHOTS=1 (else do nothing).
+
+    Any browser test may call it (researcher dashboard, regional map...): pass the
+    page, or a ``locator`` to capture one element. Keep each PNG under ~300 KB: prefer
+    the viewport or an element to ``full_page`` on long pages.
+    """
+    if not saving_screenshots():
+        return None
+    SCREENSHOTS_DIR.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS_DIR / f"{name}.png"
+    # No blinking caret or running transition in the committed images.
+    options = {"path": str(path), "animations": "disabled", "caret": "hide"}
+    if locator is not None:
+        locator.screenshot(**options)
+    else:
+        page.screenshot(full_page=full_page, **options)
+    return path

@@ -119,7 +119,19 @@
 
   function focusErrorSummary() {
     var summary = document.querySelector("[data-error-summary]");
-    if (summary) { summary.focus(); }
+    if (!summary) { return; }
+    summary.focus();
+    // A link to a field focuses the field (a plain #fragment only scrolls) and shows
+    // its question: the legend of its fieldset or its label.
+    summary.addEventListener("click", function (event) {
+      var link = event.target.closest("a[href^='#']");
+      var field = link && document.getElementById(link.getAttribute("href").slice(1));
+      if (!field || !field.focus) { return; }
+      event.preventDefault();
+      var context = field.closest("fieldset") || field.closest(".field") || field;
+      context.scrollIntoView();
+      field.focus({ preventScroll: true });
+    });
   }
 
   document.documentElement.classList.add("js");
