@@ -38,6 +38,11 @@ def chromium_missing_reason() -> str | None:
     return None
 
 
+# Each test module that imports ``browser`` gets its own session-scoped fixture, and
+# Playwright's sync API allows one instance per thread: the modules share this one.
+_SHARED: dict = {}
+
+
 @pytest.fixture(scope="session")
 def browser() -> Iterator:
     reason = chromium_missing_reason()
@@ -45,14 +50,21 @@ def browser() -> Iterator:
         if os.environ.get("REQUIRE_BROWSER") == "1":
             pytest.fail(f"REQUIRE_BROWSER=1 but {reason}")
         pytest.skip(reason)
-    from playwright.sync_api import sync_playwright
+    if not _SHARED:
+        from playwright.sync_api import sync_playwright
 
-    with sync_playwright() as playwright:
+        playwright = sync_playwright().start()
         instance = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        try:
-            yield instance
-        finally:
-            instance.close()
+        _SHARED.update(playwright=playwright, browser=instance, users=0)
+    _SHARED["users"] += 1
+    try:
+        yield _SHARED["browser"]
+    finally:
+        _SHARED["users"] -= 1
+        if _SHARED["users"] == 0:
+            _SHARED["browser"].close()
+            _SHARED["playwright"].stop()
+            _SHARED.clear()
 
 
 def new_page(browser, *, viewport: dict | None = None, javascript: bool = True, **context_options):
