@@ -9,9 +9,12 @@ has its own URL; asking for any other step than the current one redirects there.
 
 from __future__ import annotations
 
+import math
 import re
 import secrets
+import statistics
 from dataclasses import dataclass
+from datetime import timedelta
 
 from django.contrib.auth.views import redirect_to_login
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
@@ -19,12 +22,17 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.cache import never_cache
 
-from . import selectors, services
+from . import clock, selectors, services
 from .forms import TAMPER_MESSAGE, DemographicsForm, PageForm
-from .models import Participant, Study
+from .models import BlockVisit, Participant, Study
 from .selectors import ParticipantState, Step
 
 MAX_EXTERNAL_ID_LENGTH = 128
+# Before anyone has answered a block, the estimate needs a pace: the TIDE consent
+# announces about 30 minutes for 24 blocks.
+TYPICAL_SECONDS_PER_BLOCK = 75
+# A participant not seen for this long is greeted with "welcome back".
+BREAK_MINUTES = 10
 
 STEP_URL_NAMES = {
     Step.CONSENT: "surveys:consent",
@@ -105,6 +113,41 @@ def _page_context(flow: Flow, **extra) -> dict:
     return {"study": flow.study, "participant": flow.participant, "progress": flow.state and flow.state.progress, **extra}
 
 
+@dataclass(frozen=True)
+class TimeLeft:
+    """What the progress bar says about the time still needed (shown on block and check pages)."""
+
+    blocks_done: int
+    minutes: int
+    own_pace: bool  # True: from this participant's median; False: a typical pace
+
+
+def _block_seconds(visits) -> list[float]:
+    return [(submitted - shown).total_seconds() for shown, submitted in visits if shown and submitted]
+
+
+def _time_left(flow: Flow) -> TimeLeft:
+    """Remaining blocks x the participant's median seconds per block (a typical pace before any)."""
+    # One query whatever the study's size. TODO(selectors owner): move into selectors.participant_pace.
+    blocks_done = sum(1 for v in flow.state.visits if v.is_block and v.submitted)
+    remaining = flow.state.progress.block_total - blocks_done
+    done = BlockVisit.objects.filter(participant=flow.participant, block__isnull=False, submitted_at__isnull=False)
+    own = _block_seconds(done.values_list("shown_at", "submitted_at"))
+    pace = statistics.median(own) if own else TYPICAL_SECONDS_PER_BLOCK
+    return TimeLeft(blocks_done=blocks_done, minutes=math.ceil(remaining * pace / 60), own_pace=bool(own))
+
+
+def _welcome_back(request: HttpRequest, flow: Flow) -> bool:
+    """True once after a re-entry through the study link, or after a break."""
+    key = _session_key(flow.study.slug)
+    entry = request.session.get(key, {})
+    if entry.get("welcome_back"):
+        request.session[key] = {**entry, "welcome_back": False}
+        return True
+    last_seen = flow.participant.last_seen_at
+    return last_seen is not None and clock.now() - last_seen > timedelta(minutes=BREAK_MINUTES)
+
+
 # --- entry ---------------------------------------------------------------------------
 
 
@@ -133,7 +176,10 @@ def entry(request: HttpRequest, slug: str) -> HttpResponse:
     }
     if participant is None:
         return _go(slug, Step.CONSENT)
-    return _go(slug, selectors.participant_state(participant=participant).step)
+    step = selectors.participant_state(participant=participant).step
+    # Someone who had already started is coming back (another tab, browser or day).
+    request.session[_session_key(slug)]["welcome_back"] = step == Step.PAGE
+    return _go(slug, step)
 
 
 def _valid_external_id(study: Study, external_id: str | None) -> bool:
@@ -236,7 +282,8 @@ def page(request: HttpRequest, slug: str) -> HttpResponse:
     if request.method == "POST":
         return _submit_page(request, flow, visit_id)
     services.visit_mark_shown(visit_id=visit_id)
-    return _render_page(request, flow, _page_form(flow, visit_id, data=None))
+    welcome = _welcome_back(request, flow)
+    return _render_page(request, flow, _page_form(flow, visit_id, data=None), welcome_back=welcome)
 
 
 def _page_form(flow: Flow, visit_id: int, data) -> PageForm:
@@ -244,9 +291,14 @@ def _page_form(flow: Flow, visit_id: int, data) -> PageForm:
     return PageForm(data, page=visit_page, ranking=flow.study.ranking_enabled, best_worst=flow.study.best_worst_enabled)
 
 
-def _render_page(request: HttpRequest, flow: Flow, form: PageForm, status: int = 200) -> HttpResponse:
+def _render_page(
+    request: HttpRequest, flow: Flow, form: PageForm, status: int = 200, welcome_back: bool = False
+) -> HttpResponse:
     template = "surveys/check.html" if form.page.is_check else "surveys/block.html"
-    return render(request, template, _page_context(flow, form=form, visit=form.page.visit), status=status)
+    context = _page_context(
+        flow, form=form, visit=form.page.visit, time_left=_time_left(flow), welcome_back=welcome_back
+    )
+    return render(request, template, context, status=status)
 
 
 def _submit_page(request: HttpRequest, flow: Flow, visit_id: int) -> HttpResponse:

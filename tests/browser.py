@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -37,6 +38,11 @@ def chromium_missing_reason() -> str | None:
     return None
 
 
+# Each test module that imports ``browser`` gets its own session-scoped fixture, and
+# Playwright's sync API allows one instance per thread: the modules share this one.
+_SHARED: dict = {}
+
+
 @pytest.fixture(scope="session")
 def browser() -> Iterator:
     reason = chromium_missing_reason()
@@ -44,14 +50,21 @@ def browser() -> Iterator:
         if os.environ.get("REQUIRE_BROWSER") == "1":
             pytest.fail(f"REQUIRE_BROWSER=1 but {reason}")
         pytest.skip(reason)
-    from playwright.sync_api import sync_playwright
+    if not _SHARED:
+        from playwright.sync_api import sync_playwright
 
-    with sync_playwright() as playwright:
+        playwright = sync_playwright().start()
         instance = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        try:
-            yield instance
-        finally:
-            instance.close()
+        _SHARED.update(playwright=playwright, browser=instance, users=0)
+    _SHARED["users"] += 1
+    try:
+        yield _SHARED["browser"]
+    finally:
+        _SHARED["users"] -= 1
+        if _SHARED["users"] == 0:
+            _SHARED["browser"].close()
+            _SHARED["playwright"].stop()
+            _SHARED.clear()
 
 
 def new_page(browser, *, viewport: dict | None = None, javascript: bool = True, **context_options):
@@ -89,3 +102,32 @@ def tab_to(page, selector: str, *, limit: int = 150) -> None:
             return
         page.keyboard.press("Tab" if position > 0 else "Shift+Tab")
     raise AssertionError(f"could not reach {selector} with the keyboard")
+
+
+# --- screenshots for the README (SAVE_SCREENSHOTS=1, see bin/screenshots) ----------------
+
+SCREENSHOTS_DIR = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
+
+
+def saving_screenshots() -> bool:
+    return os.environ.get("SAVE_SCREENSHOTS") == "1"
+
+
+def save_screenshot(page, name: str, *, full_page: bool = False, locator=None) -> Path | None:
+    """Write docs/screenshots/<name>.png when SAVE_SCREENSHOTS=1 (else do nothing).
+
+    Any browser test may call it (researcher dashboard, regional map...): pass the
+    page, or a ``locator`` to capture one element. Keep each PNG under ~300 KB: prefer
+    the viewport or an element to ``full_page`` on long pages.
+    """
+    if not saving_screenshots():
+        return None
+    SCREENSHOTS_DIR.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS_DIR / f"{name}.png"
+    # No blinking caret or running transition in the committed images.
+    options = {"path": str(path), "animations": "disabled", "caret": "hide"}
+    if locator is not None:
+        locator.screenshot(**options)
+    else:
+        page.screenshot(full_page=full_page, **options)
+    return path

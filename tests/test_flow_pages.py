@@ -265,8 +265,9 @@ def test_the_progress_bar_counts_blocks(client, tide, steps):
 
 
 # Session read, participant with study, visit list, shown_at stamp, the visit, its
-# dimensions, placements with items, free-text questions, session write (3 with its savepoint).
-BLOCK_GET_QUERIES = 11
+# dimensions, placements with items, free-text questions, the participant's block times
+# (the time estimate), session write (3 with its savepoint).
+BLOCK_GET_QUERIES = 12
 # The same reads, then the locked save (savepoint, lock, current visit, placements,
 # dimensions, ratings, ranks, submitted_at, last_seen_at, release), then the session write.
 BLOCK_POST_QUERIES = 20

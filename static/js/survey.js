@@ -104,12 +104,38 @@
     fieldset.classList.add("is-enhanced");
   }
 
+  // The sticky message must never cover the focused control (WCAG 2.2, 2.4.11):
+  // keep the scroll padding equal to its height whenever it is sticky.
+  function keepFocusClearOfScenario() {
+    var scenario = document.querySelector("[data-scenario]");
+    if (!scenario) { return; }
+    function update() {
+      var sticky = window.getComputedStyle(scenario).position === "sticky";
+      document.documentElement.style.scrollPaddingTop = sticky ? (scenario.offsetHeight + 16) + "px" : "";
+    }
+    update();
+    window.addEventListener("resize", update);
+  }
+
   function focusErrorSummary() {
     var summary = document.querySelector("[data-error-summary]");
-    if (summary) { summary.focus(); }
+    if (!summary) { return; }
+    summary.focus();
+    // A link to a field focuses the field (a plain #fragment only scrolls) and shows
+    // its question: the legend of its fieldset or its label.
+    summary.addEventListener("click", function (event) {
+      var link = event.target.closest("a[href^='#']");
+      var field = link && document.getElementById(link.getAttribute("href").slice(1));
+      if (!field || !field.focus) { return; }
+      event.preventDefault();
+      var context = field.closest("fieldset") || field.closest(".field") || field;
+      context.scrollIntoView();
+      field.focus({ preventScroll: true });
+    });
   }
 
   document.documentElement.classList.add("js");
   toArray(document.querySelectorAll("[data-ranking]")).forEach(initRanking);
+  keepFocusClearOfScenario();
   focusErrorSummary();
 }());

@@ -1,0 +1,47 @@
+"""The progress line's time estimate and the "welcome back" note (surveys.views)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.utils import timezone
+
+from surveys.clock import clock_set_to
+
+PID = "ab" * 12
+
+
+def _detail(html: str) -> str:
+    start = html.index("data-time-left>") + len("data-time-left>")
+    return html[start : html.index("</p>", start)].replace('<span class="pace">', "").replace("</span>", "")
+
+
+def test_it_estimates_time_left_from_a_typical_pace_then_the_participants_own(client, tide, steps):
+    steps.start(client, tide, PID)
+    html = steps.page(client, tide)[0].content.decode()
+    assert _detail(html) == "0 of 24 blocks done · about 30 minutes left (at a typical pace)"
+    start = timezone.now()
+    for minutes in (0, 2, 4):  # each block takes two minutes
+        with clock_set_to(lambda m=minutes: start + timedelta(minutes=m)):
+            steps.page(client, tide)
+        with clock_set_to(lambda m=minutes: start + timedelta(minutes=m + 2)):
+            response, spec = steps.submit_current(client, tide)
+            while spec.kind != "block":
+                response, spec = steps.submit_current(client, tide)
+    with clock_set_to(lambda: start + timedelta(minutes=6, seconds=5)):
+        html = steps.page(client, tide)[0].content.decode()
+    assert _detail(html) == "3 of 24 blocks done · about 42 minutes left (at your pace so far)"
+
+
+def test_it_welcomes_back_a_participant_after_a_break_or_a_new_entry(client, tide, steps):
+    steps.start(client, tide, PID)
+    assert b"data-welcome-back" not in steps.page(client, tide)[0].content
+    with clock_set_to(lambda: timezone.now() + timedelta(minutes=11)):
+        html = steps.page(client, tide)[0].content.decode()
+    assert "Welcome back." in html and "you are on block 1 of 24" in html
+    client.get(steps.link(tide, PID), follow=True)  # the study link again
+    assert b"data-welcome-back" not in steps.page(client, tide)[0].content  # shown once, already
+    client.get(steps.link(tide, PID))
+    response = client.get(f"/s/{tide.slug}/page/")
+    assert b"Welcome back." in response.content
+    assert b"data-welcome-back" not in client.get(f"/s/{tide.slug}/page/").content
