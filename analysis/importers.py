@@ -369,11 +369,14 @@ def _read_ratings(
     c_pid, c_block, c_resp = col["participant_id"], col["block_id"], col["response_id"]
     c_pos, c_rating, c_rank = col["position"], col["rating"], col["rank"]
     c_start, c_submit = col["block_started_at"], col["block_submitted_at"]
+    broken: set[str] = set()  # participants with a bad row: their rank check would only echo it
     for line, cells in records:
+        external_id, block_key, response_key = cells[c_pid], cells[c_block], cells[c_resp]
+
         def bad(column: str, message: str) -> None:
             problems.add(name, line, column, message)
+            broken.add(external_id)
 
-        external_id, block_key, response_key = cells[c_pid], cells[c_block], cells[c_resp]
         if external_id not in participants:
             bad("participant_id", f'unknown participant "{external_id}" (not in the participants file)')
             continue
@@ -472,12 +475,16 @@ def _read_ratings(
             block.placements[item_id] = [position, rank, line]
         if value is not None:
             block.ratings.append((item_id, dimension.pk, value))
-    _check_ranks(name, blocks, problems)
+    _check_ranks(name, blocks, broken, problems)
     return blocks
 
 
-def _check_ranks(name: str, blocks: dict[str, dict[str, _Block]], problems: _Problems) -> None:
+def _check_ranks(
+    name: str, blocks: dict[str, dict[str, _Block]], broken: set[str], problems: _Problems
+) -> None:
     for external_id, per_participant in blocks.items():
+        if external_id in broken:
+            continue
         for block_key, block in per_participant.items():
             ranks = [p[1] for p in block.placements.values()]
             if all(rank is None for rank in ranks):
