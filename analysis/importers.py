@@ -15,15 +15,18 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import math
 import os
 import re
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import IO, Any
 
+import numpy as np
+import pandas as pd
 from django.db import connection, transaction
 from django.db.models import Max, Model
 
@@ -129,9 +132,8 @@ def _text(file: IO) -> IO[str]:
     return file
 
 
-def _rows(file: IO, name: str, required: list[str], optional: list[str], problems: _Problems) -> tuple[list[str], Iterator[tuple[int, list[str]]]] | None:
-    """The header and (line, cells) records; None when the header is unusable."""
-    reader = csv.reader(_text(file))
+def _header(reader, name: str, required: list[str], optional: list[str], problems: _Problems) -> list[str] | None:
+    """The normalized header row; None (with problems reported) when it is unusable."""
     try:
         header = [cell.strip().lstrip("\ufeff").lower() for cell in next(reader)]
     except StopIteration:
@@ -152,6 +154,16 @@ def _rows(file: IO, name: str, required: list[str], optional: list[str], problem
     if len(set(header)) != len(header):
         problems.add(name, 1, "", "a column name is repeated")
         usable = False
+    return header if usable else None
+
+
+def _rows(file: IO, name: str, required: list[str], optional: list[str],
+          problems: _Problems) -> tuple[list[str], Iterator[tuple[int, list[str]]]] | None:
+    """The header and (line, stripped cells) records; None when the header is unusable."""
+    reader = csv.reader(_text(file))
+    header = _header(reader, name, required, optional, problems)
+    if header is None:
+        return None
 
     def records() -> Iterator[tuple[int, list[str]]]:
         try:
@@ -166,7 +178,7 @@ def _rows(file: IO, name: str, required: list[str], optional: list[str], problem
         except (csv.Error, UnicodeDecodeError) as exc:
             problems.add(name, reader.line_num, "", f"cannot read the file: {exc}")
 
-    return (header, records()) if usable else None
+    return header, records()
 
 
 def parse_time(value: str) -> datetime:
@@ -253,20 +265,6 @@ class _ParsedParticipant:
     demographics: dict[str, str]
 
 
-class _Block:
-    """One participant's block as read from ratings.csv."""
-
-    __slots__ = ("line", "started_at", "submitted_at", "placements", "positions", "ratings")
-
-    def __init__(self, line: int, started_at: datetime, submitted_at: datetime | None):
-        self.line = line
-        self.started_at = started_at
-        self.submitted_at = submitted_at
-        self.placements: dict[int, list[Any]] = {}  # item id -> [position, rank, line]
-        self.positions: set[int] = set()
-        self.ratings: list[tuple[int, int, int]] = []  # (item id, dimension id, value)
-
-
 def _read_participants(file: IO, name: str, study: Study, problems: _Problems) -> dict[str, _ParsedParticipant]:
     parsed: dict[str, _ParsedParticipant] = {}
     table = _rows(file, name, PARTICIPANT_CSV_COLUMNS, [], problems)
@@ -338,214 +336,354 @@ class _StudyIndex:
         self.dimensions = {d.key: d for d in study.dimensions.all()}
 
 
-def _int_cell(value: str) -> int:
-    return int(value)
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_INTEGER = re.compile(r"[+-]?\d+")
+
+
+class _RowErrors:
+    """Problems of ratings.csv rows; a row that failed one check is left out of the later ones."""
+
+    def __init__(self, lines: np.ndarray, participant_ids: np.ndarray):
+        self.lines = lines
+        self.participant_ids = participant_ids
+        self.ok = np.ones(len(lines), dtype=bool)
+        self.found: list[tuple[int, str, str]] = []
+
+    def fail(self, mask: Any, column: str, message: Callable[[int], str] | str) -> None:
+        hit = np.flatnonzero(np.asarray(mask, dtype=bool) & self.ok)
+        for i in hit[: _MAX_PROBLEMS + 1]:
+            self.found.append((int(self.lines[i]), column, message if isinstance(message, str) else message(i)))
+        self.ok[hit] = False
+
+    @property
+    def broken_participants(self) -> set[str]:
+        return set(self.participant_ids[~self.ok])
+
+
+def _integers(texts: np.ndarray) -> np.ndarray:
+    """Whole numbers as floats; NaN where the text is not one (empty included)."""
+    numbers = pd.to_numeric(pd.Series(texts, dtype=object), errors="coerce").to_numpy(dtype=float)
+    return np.where(np.floor(numbers) == numbers, numbers, np.nan)
+
+
+def _parse_times(texts: np.ndarray) -> tuple[np.ndarray, dict[str, datetime]]:
+    """Microseconds since the epoch per cell (NaN when empty or unparseable), parsing each distinct text once."""
+    parsed: dict[str, datetime] = {}
+    micros: dict[str, float] = {}
+    for text in pd.unique(texts):
+        try:
+            moment = parse_time(text)
+        except ValueError:
+            continue
+        parsed[text] = moment
+        micros[text] = (moment - _EPOCH) // timedelta(microseconds=1)
+    return pd.Series(texts).map(micros).to_numpy(dtype=float), parsed
+
+
+def _ratings_columns(file: IO, name: str, problems: _Problems) -> tuple[list[str], np.ndarray, dict[str, np.ndarray]] | None:
+    """The header, the line number of every record and each column as an array of stripped texts."""
+    content = _text(file).read()
+    header = _header(csv.reader(io.StringIO(content)), name, RATING_CSV_COLUMNS, OPTIONAL_RATING_CSV_COLUMNS, problems)
+    if header is None:
+        return None
+    fast = _columns_fast(content, header)
+    return (header, *fast) if fast is not None else (header, *_columns_exact(content, header, name, problems))
+
+
+def _columns_fast(content: str, header: list[str]) -> tuple[np.ndarray, dict[str, np.ndarray]] | None:
+    """pandas' C reader for the common file: no quoting, one record per line, every line the
+    right number of fields (checked by counting commas). None sends the file to the exact reader."""
+    content = content.replace("\r\n", "\n")
+    if '"' in content or "\r" in content:
+        return None
+    body = content.split("\n")[1:]
+    if body and body[-1] == "":
+        body.pop()
+    separators = len(header) - 1
+    if any(line.count(",") != separators for line in body if line.strip()):
+        return None
+    frame = pd.read_csv(io.StringIO(content), dtype=str, na_filter=False, skip_blank_lines=False,
+                        engine="c", header=0, names=header)
+    if len(frame) != len(body):
+        return None
+    lines = np.arange(2, len(frame) + 2, dtype=np.int64)
+    blank = (frame == "").all(axis=1).to_numpy()
+    padded = " " in content or "\t" in content  # stripping costs a Python call per cell: only when needed
+    return lines[~blank], {
+        column: (frame[column].str.strip() if padded else frame[column]).to_numpy(dtype=object)[~blank]
+        for column in header
+    }
+
+
+def _columns_exact(content: str, header: list[str], name: str, problems: _Problems) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """The csv module, record by record: exact line numbers and field-count problems."""
+    reader = csv.reader(io.StringIO(content))
+    next(reader)
+    width = len(header)
+    lines: list[int] = []
+    records: list[list[str]] = []
+    try:
+        for cells in reader:
+            if len(cells) != width:
+                if cells and any(cell.strip() for cell in cells):
+                    problems.add(name, reader.line_num, "", f"expected {width} fields, found {len(cells)}")
+                continue
+            records.append(cells)
+            lines.append(reader.line_num)
+    except csv.Error as exc:
+        problems.add(name, reader.line_num, "", f"cannot read the file: {exc}")
+    columns = list(zip(*records)) if records else [()] * width
+    return np.array(lines, dtype=np.int64), {
+        column: np.array([cell.strip() for cell in values], dtype=object) for column, values in zip(header, columns)
+    }
 
 
 def _read_ratings(
     file: IO, name: str, study: Study, participants: dict[str, _ParsedParticipant], problems: _Problems
-) -> dict[str, dict[str, _Block]]:
-    """participant id -> block key -> _Block, validated row by row and block by block."""
-    blocks: dict[str, dict[str, _Block]] = {}
-    table = _rows(file, name, RATING_CSV_COLUMNS, OPTIONAL_RATING_CSV_COLUMNS, problems)
-    if table is None:
-        return blocks
-    header, records = table
-    col = {c: header.index(c) for c in header}
+) -> pd.DataFrame:
+    """The valid rows of ratings.csv as a frame; every problem goes to ``problems``.
+
+    Checks run column-wise over the whole file (a file may hold millions of
+    rows), in the order a reader would: row by row first, then within a
+    participant's block (times, repeated responses, positions, ranks).
+    """
+    read = _ratings_columns(file, name, problems)
+    if read is None:
+        return _no_ratings()
+    header, lines, col = read
     index = _StudyIndex(study)
-    dimension_col = col.get("dimension")
-    if dimension_col is None and len(index.dimensions) > 1:
+    if "dimension" not in header and len(index.dimensions) > 1:
         problems.add(name, 1, "dimension", f"missing column; the study rates {', '.join(index.dimensions)}")
-        return blocks
-    only_dimension = next(iter(index.dimensions.values())) if len(index.dimensions) == 1 else None
-    time_cache: dict[str, datetime] = {}
+        return _no_ratings()
+    pid, block_key, response = col["participant_id"], col["block_id"], col["response_id"]
+    errors = _RowErrors(lines, pid)
 
-    def when(value: str) -> datetime:
-        found = time_cache.get(value)
-        if found is None:
-            found = time_cache[value] = parse_time(value)
-        return found
+    errors.fail(~pd.Series(pid).isin(list(participants)).to_numpy(), "participant_id",
+                lambda i: f'unknown participant "{pid[i]}" (not in the participants file)')
+    block_id = pd.Series(block_key).map(index.block_ids).to_numpy(dtype=float)
+    errors.fail(np.isnan(block_id), "block_id", lambda i: f'unknown block "{block_key[i]}"')
+    item_id = pd.Series(response).map({k: v[0] for k, v in index.items.items()}).to_numpy(dtype=float)
+    item_block = pd.Series(response).map({k: v[1] for k, v in index.items.items()}).to_numpy(dtype=float)
+    errors.fail(np.isnan(item_id), "response_id", lambda i: f'unknown response "{response[i]}"')
+    errors.fail(item_block != block_id, "response_id",
+                lambda i: f'response "{response[i]}" is not in block "{block_key[i]}"')
 
-    c_pid, c_block, c_resp = col["participant_id"], col["block_id"], col["response_id"]
-    c_pos, c_rating, c_rank = col["position"], col["rating"], col["rank"]
-    c_start, c_submit = col["block_started_at"], col["block_submitted_at"]
-    broken: set[str] = set()  # participants with a bad row: their rank check would only echo it
-    for line, cells in records:
-        external_id, block_key, response_key = cells[c_pid], cells[c_block], cells[c_resp]
+    position = _integers(col["position"])
+    errors.fail(~(position >= 1), "position", lambda i: f'"{col["position"][i]}" is not a position (1, 2, ...)')
+    rank = _integers(col["rank"])
+    errors.fail((col["rank"] != "") & ~(rank >= 1), "rank",
+                lambda i: f'"{col["rank"][i]}" is not a rank (1 = most empathetic) or empty')
+    started, times = _parse_times(col["block_started_at"])
+    errors.fail(np.isnan(started), "block_started_at",
+                lambda i: f'"{col["block_started_at"][i]}" is not an ISO 8601 time')
+    submitted, more_times = _parse_times(col["block_submitted_at"])
+    times.update(more_times)
+    is_submitted = col["block_submitted_at"] != ""
+    errors.fail(is_submitted & np.isnan(submitted), "block_submitted_at",
+                lambda i: f'"{col["block_submitted_at"][i]}" is not an ISO 8601 time')
+    errors.fail(submitted < started, "block_submitted_at", "before block_started_at")
 
-        def bad(column: str, message: str) -> None:
-            problems.add(name, line, column, message)
-            broken.add(external_id)
+    dimension_id, dimension_key = _dimensions_of_rows(col, index, errors)
+    _check_rating_values(col["rating"], dimension_id, is_submitted, index, errors)
 
-        if external_id not in participants:
-            bad("participant_id", f'unknown participant "{external_id}" (not in the participants file)')
-            continue
-        block_id = index.block_ids.get(block_key)
-        if block_id is None:
-            bad("block_id", f'unknown block "{block_key}"')
-            continue
-        item = index.items.get(response_key)
-        if item is None:
-            bad("response_id", f'unknown response "{response_key}"')
-            continue
-        if item[1] != block_id:
-            bad("response_id", f'response "{response_key}" is not in block "{block_key}"')
-            continue
-        item_id = item[0]
-        try:
-            position = _int_cell(cells[c_pos])
-            if position < 1:
-                raise ValueError
-        except ValueError:
-            bad("position", f'"{cells[c_pos]}" is not a position (1, 2, ...)')
-            continue
-        rank_text = cells[c_rank]
-        try:
-            rank = None if rank_text == "" else _int_cell(rank_text)
-            if rank is not None and rank < 1:
-                raise ValueError
-        except ValueError:
-            bad("rank", f'"{rank_text}" is not a rank (1 = most empathetic) or empty')
-            continue
-        try:
-            started_at = when(cells[c_start])
-        except ValueError:
-            bad("block_started_at", f'"{cells[c_start]}" is not an ISO 8601 time')
-            continue
-        try:
-            submitted_at = None if cells[c_submit] == "" else when(cells[c_submit])
-        except ValueError:
-            bad("block_submitted_at", f'"{cells[c_submit]}" is not an ISO 8601 time')
-            continue
-        if submitted_at is not None and submitted_at < started_at:
-            bad("block_submitted_at", "before block_started_at")
-            continue
-
-        if dimension_col is not None and cells[dimension_col] != "":
-            dimension = index.dimensions.get(cells[dimension_col])
-            if dimension is None:
-                bad("dimension", f'unknown dimension "{cells[dimension_col]}"; use one of {", ".join(index.dimensions)}')
-                continue
-        else:
-            dimension = only_dimension
-            if dimension_col is not None and len(index.dimensions) > 1:
-                bad("dimension", f"empty; use one of {', '.join(index.dimensions)}")
-                continue
-        value_text = cells[c_rating]
-        value = None
-        if value_text != "":
-            if dimension is None:
-                bad("rating", "the study has no rating scale; leave it empty")
-                continue
-            try:
-                value = _int_cell(value_text)
-            except ValueError:
-                bad("rating", f'"{value_text}" is not a whole number')
-                continue
-            if not dimension.scale_min <= value <= dimension.scale_max:
-                bad("rating", f"{value} is outside the {dimension.key} scale {dimension.scale_min}-{dimension.scale_max}")
-                continue
-        elif dimension is not None and submitted_at is not None:
-            bad("rating", "empty, but the block was submitted")
-            continue
-
-        per_participant = blocks.setdefault(external_id, {})
-        block = per_participant.get(block_key)
-        if block is None:
-            block = per_participant[block_key] = _Block(line, started_at, submitted_at)
-        elif (block.started_at, block.submitted_at) != (started_at, submitted_at):
-            bad("block_started_at", f"the block times differ from line {block.line} of the same block")
-            continue
-        placement = block.placements.get(item_id)
-        if placement is not None:
-            # Several rows per response are allowed only for different dimensions.
-            if value is None or dimension_col is None or any(
-                r[0] == item_id and r[1] == dimension.pk for r in block.ratings
-            ):
-                bad("response_id", f'response "{response_key}" is listed twice for this participant')
-                continue
-            if placement[0] != position or placement[1] != rank:
-                bad("position", f"position or rank differs from line {placement[2]} for the same response")
-                continue
-        else:
-            if position in block.positions:
-                bad("position", f"position {position} is used twice in block {block_key}")
-                continue
-            block.positions.add(position)
-            block.placements[item_id] = [position, rank, line]
-        if value is not None:
-            block.ratings.append((item_id, dimension.pk, value))
-    _check_ranks(name, blocks, broken, problems)
-    return blocks
+    frame = pd.DataFrame(
+        {
+            "external": pid, "block_key": block_key, "block_id": block_id, "item_id": item_id,
+            "position": position, "rank": rank, "dimension_id": dimension_id, "value": _integers(col["rating"]),
+            "started": started, "submitted": np.where(is_submitted, submitted, -1.0), "line": lines,
+            "row": np.arange(len(lines)),
+        }
+    )
+    frame = _check_within_blocks(frame[errors.ok], "dimension" in header, response, errors)
+    frame = frame[errors.ok[frame["row"].to_numpy()]]
+    _check_ranks(frame, errors)
+    for line, column, message in sorted(errors.found):
+        problems.add(name, line, column, message)
+    frame = frame[errors.ok[frame["row"].to_numpy()]]
+    return frame.assign(started_at=frame["started"], submitted_at=frame["submitted"])
 
 
-def _check_ranks(
-    name: str, blocks: dict[str, dict[str, _Block]], broken: set[str], problems: _Problems
-) -> None:
-    for external_id, per_participant in blocks.items():
-        if external_id in broken:
-            continue
-        for block_key, block in per_participant.items():
-            ranks = [p[1] for p in block.placements.values()]
-            if all(rank is None for rank in ranks):
-                continue
-            if any(rank is None for rank in ranks) or sorted(ranks) != list(range(1, len(ranks) + 1)):
-                shown = ", ".join("" if r is None else str(r) for r in ranks)
-                problems.add(
-                    name, block.line, "rank",
-                    f"ranks in block {block_key} of participant {external_id} are [{shown}]; "
-                    f"expected each of 1-{len(ranks)} once",
-                )
+def _no_ratings() -> pd.DataFrame:
+    return pd.DataFrame(columns=["external", "block_key", "block_id", "item_id", "position", "rank",
+                                 "dimension_id", "value", "started", "submitted", "line", "row"])
+
+
+def _dimensions_of_rows(col: dict[str, np.ndarray], index: _StudyIndex, errors: _RowErrors) -> tuple[np.ndarray, Any]:
+    ids = {key: d.pk for key, d in index.dimensions.items()}
+    if "dimension" not in col:
+        only = next(iter(ids.values())) if ids else np.nan
+        return np.full(len(errors.lines), only, dtype=float), None
+    keys = col["dimension"]
+    dimension_id = pd.Series(keys).map(ids).to_numpy(dtype=float)
+    listed = ", ".join(ids)
+    errors.fail((keys != "") & np.isnan(dimension_id), "dimension",
+                lambda i: f'unknown dimension "{keys[i]}"; use one of {listed}')
+    if len(ids) > 1:
+        errors.fail(keys == "", "dimension", f"empty; use one of {listed}")
+    elif ids:
+        dimension_id = np.where(keys == "", next(iter(ids.values())), dimension_id)
+    return dimension_id, keys
+
+
+def _check_rating_values(texts: np.ndarray, dimension_id: np.ndarray, is_submitted: np.ndarray,
+                         index: _StudyIndex, errors: _RowErrors) -> None:
+    by_id = {d.pk: d for d in index.dimensions.values()}
+    value = _integers(texts)
+    given = texts != ""
+    if not by_id:
+        errors.fail(given, "rating", "the study has no rating scale; leave it empty")
+        return
+    errors.fail(given & np.isnan(value), "rating", lambda i: f'"{texts[i]}" is not a whole number')
+    low = pd.Series(dimension_id).map({k: d.scale_min for k, d in by_id.items()}).to_numpy(dtype=float)
+    high = pd.Series(dimension_id).map({k: d.scale_max for k, d in by_id.items()}).to_numpy(dtype=float)
+
+    def outside(i: int) -> str:
+        d = by_id[int(dimension_id[i])]
+        return f"{int(value[i])} is outside the {d.key} scale {d.scale_min}-{d.scale_max}"
+
+    errors.fail(given & ((value < low) | (value > high)), "rating", outside)
+    errors.fail(~given & is_submitted, "rating", "empty, but the block was submitted")
+
+
+def _check_within_blocks(frame: pd.DataFrame, has_dimension_column: bool, response: np.ndarray,
+                         errors: _RowErrors) -> pd.DataFrame:
+    """Same times on every row of a block; each response once (per dimension); positions unique."""
+    block = frame.groupby(["external", "block_id"], sort=False)
+    first = block[["started", "submitted", "line"]].transform("first")
+    differs = (frame["started"] != first["started"]) | (frame["submitted"] != first["submitted"])
+    first_line = first["line"].to_numpy()
+    rows = frame["row"].to_numpy()
+    errors.fail(_mask(rows, differs, errors), "block_started_at",
+                lambda i: f"the block times differ from line {first_line[np.searchsorted(rows, i)]} of the same block")
+    frame = frame[errors.ok[rows]]
+    rows = frame["row"].to_numpy()
+
+    twice = frame.duplicated(["external", "item_id", "dimension_id"] if has_dimension_column else ["external", "item_id"])
+    if has_dimension_column:
+        twice |= frame["value"].isna() & frame.duplicated(["external", "item_id"])
+    errors.fail(_mask(rows, twice, errors), "response_id",
+                lambda i: f'response "{response[i]}" is listed twice for this participant')
+    frame = frame[errors.ok[rows]]
+    rows = frame["row"].to_numpy()
+
+    placement = frame.groupby(["external", "item_id"], sort=False)
+    first = placement[["position", "rank", "line"]].transform("first")
+    differs = (frame["position"] != first["position"]) | (frame["rank"].fillna(-1) != first["rank"].fillna(-1))
+    first_line = first["line"].to_numpy()
+    errors.fail(_mask(rows, differs, errors), "position",
+                lambda i: f"position or rank differs from line {first_line[np.searchsorted(rows, i)]} for the same response")
+    frame = frame[errors.ok[rows]]
+    rows = frame["row"].to_numpy()
+
+    placements = frame.drop_duplicates(["external", "item_id"])
+    reused = placements.duplicated(["external", "block_id", "position"])
+    positions = frame["position"].to_numpy()
+    blocks = frame["block_key"].to_numpy()
+    errors.fail(_mask(rows, frame.index.isin(reused.index[reused.to_numpy()]), errors), "position",
+                lambda i: f"position {int(positions[np.searchsorted(rows, i)])} is used twice in block "
+                          f"{blocks[np.searchsorted(rows, i)]}")
+    return frame
+
+
+def _mask(rows: np.ndarray, flags: pd.Series, errors: _RowErrors) -> np.ndarray:
+    """A mask over all file rows from flags over a subset of them (``rows`` = their row numbers)."""
+    mask = np.zeros(len(errors.ok), dtype=bool)
+    mask[rows[np.asarray(flags, dtype=bool)]] = True
+    return mask
+
+
+def _check_ranks(frame: pd.DataFrame, errors: _RowErrors) -> None:
+    """Within a participant's block the ranks are all empty or each of 1..n once."""
+    broken = errors.broken_participants
+    placements = frame.drop_duplicates(["external", "item_id"])
+    placements = placements[~placements["external"].isin(broken)]
+    grouped = placements.groupby(["external", "block_id"], sort=False)["rank"]
+    summary = pd.DataFrame({
+        "n": grouped.size(), "ranked": grouped.count(), "low": grouped.min(), "high": grouped.max(),
+        "distinct": grouped.nunique(),
+    })
+    full = summary["ranked"] == summary["n"]
+    bad = ((summary["ranked"] > 0) & ~full) | (
+        full & ((summary["low"] != 1) | (summary["high"] != summary["n"]) | (summary["distinct"] != summary["n"]))
+    )
+    for external_id, block_id in summary.index[bad.to_numpy()]:
+        rows = placements[(placements["external"] == external_id) & (placements["block_id"] == block_id)]
+        shown = ", ".join("" if np.isnan(r) else str(int(r)) for r in rows["rank"])
+        first = rows.iloc[0]
+        errors.found.append((
+            int(first["line"]), "rank",
+            f"ranks in block {first['block_key']} of participant {external_id} are [{shown}]; "
+            f"expected each of 1-{len(rows)} once",
+        ))
+        errors.ok[rows["row"].to_numpy()] = False
 
 
 # ---------------------------------------------------------------- writing
 
 
-def _allocate_ids(model: type[Model], count: int) -> Iterator[int]:
-    """Primary keys for ``count`` new rows, so children can refer to them before insertion."""
-    if count == 0:
-        return iter(())
-    table = model._meta.db_table
-    with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            cursor.execute(
-                "SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s)", [table, count]
-            )
-            return iter([row[0] for row in cursor.fetchall()])
-    # SQLite: the IMMEDIATE transaction holds the write lock, so nobody else inserts meanwhile.
-    start = (model.objects.aggregate(top=Max("id"))["top"] or 0) + 1
-    return iter(range(start, start + count))
+def _db_times(micros: pd.Series) -> list[str | None]:
+    """Times as the database takes them in bulk: UTC text, None for missing."""
+    moments = pd.to_datetime(micros.where(micros >= 0), unit="us", utc=True)
+    suffix = "+00:00" if connection.vendor == "postgresql" else ""  # SQLite stores naive UTC
+    text = moments.dt.strftime("%Y-%m-%d %H:%M:%S.%f") + suffix
+    return text.astype(object).where(moments.notna(), None).tolist()
 
 
-def _insert(model: type[Model], fields: list[str], rows: Iterable[tuple]) -> int:
-    """Insert tuples into ``model``'s table: COPY on PostgreSQL, executemany elsewhere."""
-    columns = [model._meta.get_field(f).column for f in fields]
+def _python_values(series: pd.Series) -> list:
+    """Plain Python values for the database driver; None for missing."""
+    if not pd.api.types.is_numeric_dtype(series.dtype):
+        return [None if v is None or v != v else v for v in series.tolist()]
+    if series.isna().any():
+        return [None if pd.isna(v) else int(v) for v in series.tolist()]
+    return series.astype(np.int64).tolist()
+
+
+def _insert_rows(model: type[Model], frame: pd.DataFrame) -> None:
+    """Insert the rows of ``frame`` (columns named after model fields) into ``model``'s table.
+
+    PostgreSQL: one COPY fed with tab-separated text that pandas writes in C.
+    Elsewhere: executemany in batches.
+    """
+    names = [model._meta.get_field(f).column for f in frame.columns]
     table = connection.ops.quote_name(model._meta.db_table)
-    quoted = ", ".join(connection.ops.quote_name(c) for c in columns)
-    count = 0
+    quoted = ", ".join(connection.ops.quote_name(c) for c in names)
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             with cursor.cursor.copy(f"COPY {table} ({quoted}) FROM STDIN") as copy:
-                for row in rows:
-                    copy.write_row(row)
-                    count += 1
-            return count
-        batch: list[tuple] = []
-        sql = f"INSERT INTO {table} ({quoted}) VALUES ({', '.join(['%s'] * len(columns))})"
-        for row in rows:
-            batch.append(row)
-            if len(batch) == 5000:
-                cursor.executemany(sql, batch)
-                count += len(batch)
-                batch = []
-        if batch:
+                for start in range(0, len(frame), 200_000):
+                    chunk = frame.iloc[start:start + 200_000]
+                    copy.write(chunk.to_csv(sep="\t", header=False, index=False, na_rep="\\N", lineterminator="\n"))
+            return
+        sql = f"INSERT INTO {table} ({quoted}) VALUES ({', '.join(['%s'] * len(names))})"
+        rows = zip(*(_python_values(frame[c]) for c in frame.columns))
+        batch = list(itertools.islice(rows, 10000))
+        while batch:
             cursor.executemany(sql, batch)
-            count += len(batch)
-    return count
+            batch = list(itertools.islice(rows, 10000))
 
 
-def _db_time(value: datetime | None) -> Any:
-    return connection.ops.adapt_datetimefield_value(value)
+def _insert_keyed(model: type[Model], frame: pd.DataFrame, fields: list[str], owner: str, owners: list[int],
+                  keys: list[str]) -> pd.DataFrame:
+    """Insert ``frame[fields]`` and return the new rows' ids with their ``keys`` columns.
+
+    PostgreSQL: COPY, then read the ids back by owner (no sequence round trip
+    per row). SQLite: the IMMEDIATE transaction holds the write lock, so the
+    ids after the current maximum are ours to assign.
+    """
+    if connection.vendor == "postgresql":
+        _insert_rows(model, frame[fields])
+        key_columns = ", ".join(connection.ops.quote_name(model._meta.get_field(k).column) for k in keys)
+        owner_column = connection.ops.quote_name(model._meta.get_field(owner).column)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT id, {key_columns} FROM {connection.ops.quote_name(model._meta.db_table)} "
+                f"WHERE {owner_column} = ANY(%s)", [owners],
+            )
+            return pd.DataFrame(cursor.fetchall(), columns=["id", *keys], dtype=np.int64)
+    start = (model.objects.aggregate(top=Max("id"))["top"] or 0) + 1
+    ids = np.arange(start, start + len(frame), dtype=np.int64)
+    _insert_rows(model, frame[fields].assign(id=ids))
+    return pd.DataFrame({"id": ids, **{k: frame[k].to_numpy(dtype=np.int64) for k in keys}})
 
 
 def _new_participant(study: Study, p: _ParsedParticipant, n_blocks: int, last_seen: datetime) -> Participant:
@@ -569,44 +707,54 @@ def _new_participant(study: Study, p: _ParsedParticipant, n_blocks: int, last_se
     )
 
 
-def _write(study: Study, new: list[_ParsedParticipant], blocks: dict[str, dict[str, _Block]]) -> tuple[int, int, int]:
+def _write(study: Study, new: list[_ParsedParticipant], rows: pd.DataFrame) -> tuple[int, int, int]:
+    rows = rows[rows["external"].isin({p.external_id for p in new})]
+    n_blocks = rows.groupby("external")["block_id"].nunique().to_dict()
+    last_us = rows[["started", "submitted"]].max(axis=1).groupby(rows["external"]).max().to_dict()
     created = Participant.objects.bulk_create(
         [
-            _new_participant(
-                study, p, len(blocks.get(p.external_id, {})),
-                max([b.submitted_at or b.started_at for b in blocks.get(p.external_id, {}).values()], default=p.started_at),
-            )
+            _new_participant(study, p, n_blocks.get(p.external_id, 0),
+                             _EPOCH + timedelta(microseconds=last_us[p.external_id]) if p.external_id in last_us else p.started_at)
             for p in new
         ],
         batch_size=2000,
     )
     participant_ids = {p.external_id: p.pk for p in created}
-    block_ids = dict(Block.objects.filter(study=study).values_list("key", "id"))
-    ordered = [
-        (participant_ids[p.external_id], key, block)
-        for p in new
-        for key, block in sorted(blocks.get(p.external_id, {}).items(), key=lambda kv: (kv[1].started_at, kv[1].line))
-    ]
-    visit_ids = _allocate_ids(BlockVisit, len(ordered))
-    placement_ids = _allocate_ids(ItemPlacement, sum(len(b.placements) for _, _, b in ordered))
-    visits, placements, ratings = [], [], []
-    sequence, previous = 0, None
-    for participant_id, block_key, block in ordered:
-        sequence = sequence + 1 if participant_id == previous else 1
-        previous = participant_id
-        visit_id = next(visit_ids)
-        visits.append(
-            (visit_id, participant_id, sequence, block_ids[block_key], _db_time(block.started_at), _db_time(block.submitted_at))
-        )
-        placement_of: dict[int, int] = {}
-        for item_id, (position, rank, _line) in sorted(block.placements.items(), key=lambda kv: kv[1][0]):
-            placement_of[item_id] = pid = next(placement_ids)
-            placements.append((pid, visit_id, item_id, position, rank, ""))
-        ratings.extend((placement_of[item_id], dimension_id, value) for item_id, dimension_id, value in block.ratings)
-    _insert(BlockVisit, ["id", "participant", "sequence", "block", "shown_at", "submitted_at"], visits)
-    _insert(ItemPlacement, ["id", "visit", "item", "position", "rank", "choice"], placements)
-    _insert(Rating, ["placement", "dimension", "value"], ratings)
-    return len(visits), len(placements), len(ratings)
+    rows = rows.assign(participant_id=rows["external"].map(participant_ids).astype(np.int64))
+
+    visits = rows.drop_duplicates(["participant_id", "block_id"]).sort_values(["participant_id", "started", "line"])
+    visits = visits.assign(
+        sequence=visits.groupby("participant_id").cumcount() + 1,
+        shown_at=_db_times(visits["started"]),
+        submitted_at=_db_times(visits["submitted"]),
+        block=visits["block_id"].astype(np.int64),
+    )
+    visit_ids = _insert_keyed(
+        BlockVisit, visits.rename(columns={"participant_id": "participant"}),
+        ["participant", "sequence", "block", "shown_at", "submitted_at"],
+        owner="participant", owners=list(participant_ids.values()), keys=["participant", "block"],
+    ).rename(columns={"id": "visit", "participant": "participant_id", "block": "block_id"})
+
+    placements = rows.drop_duplicates(["participant_id", "item_id"]).merge(visit_ids, on=["participant_id", "block_id"])
+    placements = placements.assign(
+        item=placements["item_id"].astype(np.int64),
+        position=placements["position"].astype(np.int64),
+        rank=placements["rank"].astype("Int64"),
+        choice="",
+    )
+    placement_ids = _insert_keyed(
+        ItemPlacement, placements, ["visit", "item", "position", "rank", "choice"],
+        owner="visit", owners=visit_ids["visit"].tolist(), keys=["visit", "item"],
+    ).rename(columns={"id": "placement", "item": "item_id"})
+
+    rated = rows[rows["value"].notna()].merge(visit_ids, on=["participant_id", "block_id"])
+    rated = rated.merge(placement_ids, on=["visit", "item_id"])
+    _insert_rows(Rating, pd.DataFrame({
+        "placement": rated["placement"].to_numpy(dtype=np.int64),
+        "dimension": rated["dimension_id"].to_numpy(dtype=np.int64),
+        "value": rated["value"].to_numpy(dtype=np.int64),
+    }))
+    return len(visits), len(placements), len(rated)
 
 
 def responses_import(*, study: Study, participants_file: IO, ratings_file: IO) -> ImportReport:
@@ -618,7 +766,7 @@ def responses_import(*, study: Study, participants_file: IO, ratings_file: IO) -
     problems = _Problems()
     participants_name = _file_name(participants_file, "participants.csv")
     participants = _read_participants(participants_file, participants_name, study, problems)
-    blocks = _read_ratings(ratings_file, _file_name(ratings_file, "ratings.csv"), study, participants, problems)
+    rows = _read_ratings(ratings_file, _file_name(ratings_file, "ratings.csv"), study, participants, problems)
     existing = dict(
         Participant.objects.filter(study=study, external_id__in=list(participants)).values_list("external_id", "source")
     )
@@ -629,7 +777,7 @@ def responses_import(*, study: Study, participants_file: IO, ratings_file: IO) -
     problems.raise_if_any()
     new = [p for external_id, p in participants.items() if external_id not in existing]
     with transaction.atomic():
-        visits, placements, ratings = _write(study, new, blocks)
+        visits, placements, ratings = _write(study, new, rows)
     return ImportReport(
         participants_created=len(new),
         participants_skipped=len(participants) - len(new),
@@ -638,7 +786,6 @@ def responses_import(*, study: Study, participants_file: IO, ratings_file: IO) -
         ratings_created=ratings,
         seconds=round(time.perf_counter() - began, 3),
     )
-
 
 def gold_import(*, study: Study, gold_file: IO) -> GoldImportReport:
     """Validate and write gold.csv (``response_id, gold_score``); existing scores are replaced."""
