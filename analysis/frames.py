@@ -20,11 +20,13 @@ through categorical codes instead of being joined and transferred per row.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import timedelta
 
 import numpy as np
 import pandas as pd
 from django.db import connection
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Case, Count, DurationField, ExpressionWrapper, F, IntegerField, Q, QuerySet, Value, When
+from django.db.models.functions import Coalesce
 
 from analysis.models import GoldScore
 from analysis.regions import region_of
@@ -77,12 +79,27 @@ def _unique_codes(labels: list[str]) -> tuple[np.ndarray, list[str]]:
     return np.array([where[label] for label in labels], dtype=np.int64), categories
 
 
+def _seconds(values: Sequence) -> np.ndarray:
+    """Durations from the database as seconds: PostgreSQL gives timedeltas, SQLite microseconds."""
+    def seconds(value) -> float:
+        if value is None:
+            return np.nan
+        if isinstance(value, timedelta):
+            return value.total_seconds()
+        return float(value) / 1e6
+
+    return np.fromiter((seconds(v) for v in values), dtype=float, count=len(values))
+
+
 def _visits(study_id: int) -> pd.DataFrame:
     """Block visits of non-preview participants, with their order among the participant's blocks."""
     rows = _fetch(
         BlockVisit.objects.filter(
             participant__study_id=study_id, participant__is_preview=False, block__isnull=False
-        ).values_list("id", "participant_id", "block_id", "sequence", "shown_at", "submitted_at")
+        ).values_list(
+            "id", "participant_id", "block_id", "sequence",
+            ExpressionWrapper(F("submitted_at") - F("shown_at"), output_field=DurationField()),
+        )
     )
     visits = pd.DataFrame(
         {
@@ -90,34 +107,50 @@ def _visits(study_id: int) -> pd.DataFrame:
             "participant": _column(rows, 1, np.int64),
             "block": _column(rows, 2, np.int64),
             "sequence": _column(rows, 3, np.int64),
+            "seconds_on_block": _seconds([r[4] for r in rows]),
         }
     )
-    shown = _utc([row[4] for row in rows])
-    submitted = _utc([row[5] for row in rows])
-    visits["seconds_on_block"] = np.asarray((submitted - shown).total_seconds(), dtype=float)
     visits = visits.sort_values(["participant", "sequence"], kind="stable")
     visits["block_order"] = visits.groupby("participant", sort=False).cumcount().to_numpy() + 1
     return visits.sort_values("visit", kind="stable").reset_index(drop=True)
 
 
-def _answer_rows(study: Study) -> tuple[list[tuple], bool]:
-    """(visit, item, dimension, position, rank, choice, value) tuples; True when they are ratings."""
+def _choice_code(field: str) -> Case:
+    return Case(
+        When(**{field: ItemPlacement.Choice.BEST}, then=Value(1)),
+        When(**{field: ItemPlacement.Choice.WORST}, then=Value(2)),
+        default=Value(0),
+        output_field=IntegerField(),
+    )
+
+
+def _answer_rows(study: Study) -> tuple[np.ndarray, bool]:
+    """int64 rows (visit, item, dimension, position, rank or 0, choice 0/1 best/2 worst, value); True when ratings.
+
+    Everything is an integer so the rows convert to numpy in one call.
+    """
     if study.dimensions.exists():
-        return _fetch(
-            Rating.objects.filter(
-                placement__visit__participant__study_id=study.pk, placement__visit__participant__is_preview=False
-            ).values_list(
+        # Filtering on the study's dimension ids spares the joins to visits and
+        # participants; preview participants' rows are dropped against the visits.
+        rows = _fetch(
+            Rating.objects.filter(dimension_id__in=list(study.dimensions.values_list("id", flat=True))).values_list(
                 "placement__visit_id", "placement__item_id", "dimension_id", "placement__position",
-                "placement__rank", "placement__choice", "value",
+                Coalesce("placement__rank", Value(0)), _choice_code("placement__choice"), "value",
             )
-        ), True
-    # Best-worst studies have no scale: one row per placement of an answered block.
-    return _fetch(
-        ItemPlacement.objects.filter(
-            visit__participant__study_id=study.pk, visit__participant__is_preview=False,
-            visit__submitted_at__isnull=False,
-        ).values_list("visit_id", "item_id", "visit_id", "position", "rank", "choice", "visit_id")
-    ), False
+        )
+        are_ratings = True
+    else:
+        # Best-worst studies have no scale: one row per placement of an answered block.
+        rows = _fetch(
+            ItemPlacement.objects.filter(
+                visit__participant__study_id=study.pk, visit__participant__is_preview=False,
+                visit__submitted_at__isnull=False,
+            ).values_list(
+                "visit_id", "item_id", Value(0), "position", Coalesce("rank", Value(0)), _choice_code("choice"), Value(0)
+            )
+        )
+        are_ratings = False
+    return (np.array(rows, dtype=np.int64) if rows else np.zeros((0, 7), dtype=np.int64)), are_ratings
 
 
 def ratings_frame(study_id: int) -> pd.DataFrame:
@@ -129,10 +162,15 @@ def ratings_frame(study_id: int) -> pd.DataFrame:
     """
     study = Study.objects.get(pk=study_id)
     rows, are_ratings = _answer_rows(study)
-    if not rows:
+    if not len(rows):
         return _empty_ratings_frame()
     visits = _visits(study_id)
-    visit_at = np.searchsorted(visits["visit"].to_numpy(), _column(rows, 0, np.int64))
+    visit_ids = visits["visit"].to_numpy()
+    visit_at = np.minimum(np.searchsorted(visit_ids, rows[:, 0]), max(len(visit_ids) - 1, 0))
+    counted = visit_ids[visit_at] == rows[:, 0] if len(visit_ids) else np.zeros(len(rows), dtype=bool)
+    rows, visit_at = rows[counted], visit_at[counted]
+    if not len(rows):
+        return _empty_ratings_frame()
 
     participant_ids, pseudonyms = _labels_by_id(
         list(Participant.objects.filter(study_id=study_id, is_preview=False).values_list("id", "pseudonym"))
@@ -144,7 +182,7 @@ def ratings_frame(study_id: int) -> pd.DataFrame:
         ).order_by("id")
     )
     item_ids = np.array([item[0] for item in items], dtype=np.int64)
-    item_at = np.searchsorted(item_ids, _column(rows, 1, np.int64))
+    item_at = np.searchsorted(item_ids, rows[:, 1])
     scenario_codes, scenarios = _unique_codes([item[2] for item in items])
     model_codes, models = _unique_codes([item[3] for item in items])
     condition_codes, conditions = _unique_codes([item[4] for item in items])
@@ -153,13 +191,13 @@ def ratings_frame(study_id: int) -> pd.DataFrame:
         dimension_ids, dimension_keys = _labels_by_id(
             list(Dimension.objects.filter(study_id=study_id).values_list("id", "key"))
         )
-        dimension = _categorical(np.searchsorted(dimension_ids, _column(rows, 2, np.int64)), dimension_keys)
-        rating = _column(rows, 6, float)
+        dimension = _categorical(np.searchsorted(dimension_ids, rows[:, 2]), dimension_keys)
+        rating = rows[:, 6].astype(float)
     else:
         dimension = _categorical(np.zeros(len(rows), dtype=np.int64), [""])
         rating = np.full(len(rows), np.nan)
 
-    choice = np.array([row[5] for row in rows], dtype=object)
+    choice = rows[:, 5]
     frame = pd.DataFrame(
         {
             "participant_id": _categorical(
@@ -171,13 +209,13 @@ def ratings_frame(study_id: int) -> pd.DataFrame:
             "model": _categorical(model_codes[item_at], models),
             "condition": _categorical(condition_codes[item_at], conditions),
             "dimension": dimension,
-            "position": _column(rows, 3, np.int64),
+            "position": rows[:, 3].copy(),
             "rating": rating,
-            "rank": np.array([np.nan if row[4] is None else row[4] for row in rows], dtype=float),
+            "rank": np.where(rows[:, 4] > 0, rows[:, 4], np.nan),
             "block_order": visits["block_order"].to_numpy()[visit_at],
             "seconds_on_block": visits["seconds_on_block"].to_numpy()[visit_at],
-            "best": choice == ItemPlacement.Choice.BEST,
-            "worst": choice == ItemPlacement.Choice.WORST,
+            "best": choice == 1,
+            "worst": choice == 2,
         }
     )
     order = np.lexsort(
