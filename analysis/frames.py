@@ -1,0 +1,305 @@
+"""The only module that turns database rows into pandas frames.
+
+Everything downstream (quality rules, statistics, charts) works on these
+frames, so their column names are a contract (DESIGN 2; docs/quality.md):
+
+``ratings_frame``
+    one row per rating of a non-preview participant (live or imported):
+    participant_id, block_id, scenario, response_id, model, condition,
+    dimension, position, rating, rank, block_order, seconds_on_block, best, worst.
+``participants_frame``
+    one row per non-preview participant (see ``PARTICIPANT_COLUMNS``).
+``gold_frame``
+    response_id, gold_score.
+
+Speed matters (a study may hold 1.2 million ratings): rows are read with raw
+cursors as tuples of small integers (ids), and the text labels are attached
+through categorical codes instead of being joined and transferred per row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+
+import numpy as np
+import pandas as pd
+from django.db import connection
+from django.db.models import Case, Count, DurationField, ExpressionWrapper, F, IntegerField, Q, QuerySet, Value, When
+from django.db.models.functions import Coalesce
+
+from analysis.models import GoldScore
+from analysis.regions import region_of
+from surveys.models import Block, BlockVisit, Dimension, Item, ItemPlacement, Participant, Rating, Study
+
+RATING_COLUMNS = [
+    "participant_id", "block_id", "scenario", "response_id", "model", "condition", "dimension",
+    "position", "rating", "rank", "block_order", "seconds_on_block", "best", "worst",
+]
+PARTICIPANT_COLUMNS = [
+    "participant_id", "external_id", "status", "started_at", "finished_at", "attention_passed",
+    "attention_failures", "attention_checks", "age", "sex", "gender", "race", "hispanic", "education",
+    "employment", "state", "region", "duration_minutes", "blocks_assigned", "blocks_answered",
+    "completion_code",
+]
+GOLD_COLUMNS = ["response_id", "gold_score"]
+
+
+def _fetch(queryset: QuerySet) -> list[tuple]:
+    """Run a ``values_list`` queryset as raw SQL: tuples without per-row ORM conversion."""
+    sql, params = queryset.query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
+
+
+def _column(rows: list[tuple], index: int, dtype=None) -> np.ndarray:
+    return np.fromiter((row[index] for row in rows), dtype=dtype, count=len(rows))
+
+
+def _utc(values: Sequence) -> pd.DatetimeIndex:
+    # SQLite hands raw cursors naive UTC strings, PostgreSQL aware datetimes.
+    return pd.DatetimeIndex(pd.to_datetime(pd.Series(values, dtype=object), utc=True, format="ISO8601"))
+
+
+def _categorical(codes: np.ndarray, labels: Sequence[str]) -> pd.Categorical:
+    return pd.Categorical.from_codes(codes, categories=pd.Index(list(labels), dtype=object))
+
+
+def _labels_by_id(pairs: list[tuple[int, str]]) -> tuple[np.ndarray, list[str]]:
+    """Sorted ids and their labels, for ``np.searchsorted`` lookups."""
+    pairs = sorted(pairs)
+    return np.array([p[0] for p in pairs], dtype=np.int64), [p[1] for p in pairs]
+
+
+def _unique_codes(labels: list[str]) -> tuple[np.ndarray, list[str]]:
+    """Codes into a de-duplicated category list (two ids may share a label)."""
+    categories = sorted(set(labels))
+    where = {label: i for i, label in enumerate(categories)}
+    return np.array([where[label] for label in labels], dtype=np.int64), categories
+
+
+def _seconds(values: Sequence) -> np.ndarray:
+    """Durations from the database as seconds: PostgreSQL gives timedeltas, SQLite microseconds."""
+    def seconds(value) -> float:
+        if value is None:
+            return np.nan
+        if isinstance(value, timedelta):
+            return value.total_seconds()
+        return float(value) / 1e6
+
+    return np.fromiter((seconds(v) for v in values), dtype=float, count=len(values))
+
+
+def _visits(study_id: int) -> pd.DataFrame:
+    """Block visits of non-preview participants, with their order among the participant's blocks."""
+    rows = _fetch(
+        BlockVisit.objects.filter(
+            participant__study_id=study_id, participant__is_preview=False, block__isnull=False
+        ).values_list(
+            "id", "participant_id", "block_id", "sequence",
+            ExpressionWrapper(F("submitted_at") - F("shown_at"), output_field=DurationField()),
+        )
+    )
+    visits = pd.DataFrame(
+        {
+            "visit": _column(rows, 0, np.int64),
+            "participant": _column(rows, 1, np.int64),
+            "block": _column(rows, 2, np.int64),
+            "sequence": _column(rows, 3, np.int64),
+            "seconds_on_block": _seconds([r[4] for r in rows]),
+        }
+    )
+    visits = visits.sort_values(["participant", "sequence"], kind="stable")
+    visits["block_order"] = visits.groupby("participant", sort=False).cumcount().to_numpy() + 1
+    return visits.sort_values("visit", kind="stable").reset_index(drop=True)
+
+
+def _choice_code(field: str) -> Case:
+    return Case(
+        When(**{field: ItemPlacement.Choice.BEST}, then=Value(1)),
+        When(**{field: ItemPlacement.Choice.WORST}, then=Value(2)),
+        default=Value(0),
+        output_field=IntegerField(),
+    )
+
+
+def _answer_rows(study: Study) -> tuple[np.ndarray, bool]:
+    """int64 rows (visit, item, dimension, position, rank or 0, choice 0/1 best/2 worst, value); True when ratings.
+
+    Everything is an integer so the rows convert to numpy in one call.
+    """
+    if study.dimensions.exists():
+        # Filtering on the study's dimension ids spares the joins to visits and
+        # participants; preview participants' rows are dropped against the visits.
+        rows = _fetch(
+            Rating.objects.filter(dimension_id__in=list(study.dimensions.values_list("id", flat=True))).values_list(
+                "placement__visit_id", "placement__item_id", "dimension_id", "placement__position",
+                Coalesce("placement__rank", Value(0)), _choice_code("placement__choice"), "value",
+            )
+        )
+        are_ratings = True
+    else:
+        # Best-worst studies have no scale: one row per placement of an answered block.
+        rows = _fetch(
+            ItemPlacement.objects.filter(
+                visit__participant__study_id=study.pk, visit__participant__is_preview=False,
+                visit__submitted_at__isnull=False,
+            ).values_list(
+                "visit_id", "item_id", Value(0), "position", Coalesce("rank", Value(0)), _choice_code("choice"), Value(0)
+            )
+        )
+        are_ratings = False
+    return (np.array(rows, dtype=np.int64) if rows else np.zeros((0, 7), dtype=np.int64)), are_ratings
+
+
+def ratings_frame(study_id: int) -> pd.DataFrame:
+    """One row per rating (see the module docstring for the columns).
+
+    Label columns are categoricals; ``rank`` is NaN when the item was not
+    ranked; for studies without a rating dimension ``dimension`` is "" and
+    ``rating`` NaN, one row per shown response, so best/worst analyses work.
+    """
+    study = Study.objects.get(pk=study_id)
+    rows, are_ratings = _answer_rows(study)
+    if not len(rows):
+        return _empty_ratings_frame()
+    visits = _visits(study_id)
+    visit_ids = visits["visit"].to_numpy()
+    visit_at = np.minimum(np.searchsorted(visit_ids, rows[:, 0]), max(len(visit_ids) - 1, 0))
+    counted = visit_ids[visit_at] == rows[:, 0] if len(visit_ids) else np.zeros(len(rows), dtype=bool)
+    rows, visit_at = rows[counted], visit_at[counted]
+    if not len(rows):
+        return _empty_ratings_frame()
+
+    participant_ids, pseudonyms = _labels_by_id(
+        list(Participant.objects.filter(study_id=study_id, is_preview=False).values_list("id", "pseudonym"))
+    )
+    block_ids, block_keys = _labels_by_id(list(Block.objects.filter(study_id=study_id).values_list("id", "key")))
+    items = list(
+        Item.objects.filter(study_id=study_id).values_list(
+            "id", "key", "block__scenario__key", "system__name", "condition__name"
+        ).order_by("id")
+    )
+    item_ids = np.array([item[0] for item in items], dtype=np.int64)
+    item_at = np.searchsorted(item_ids, rows[:, 1])
+    scenario_codes, scenarios = _unique_codes([item[2] for item in items])
+    model_codes, models = _unique_codes([item[3] for item in items])
+    condition_codes, conditions = _unique_codes([item[4] for item in items])
+
+    if are_ratings:
+        dimension_ids, dimension_keys = _labels_by_id(
+            list(Dimension.objects.filter(study_id=study_id).values_list("id", "key"))
+        )
+        dimension = _categorical(np.searchsorted(dimension_ids, rows[:, 2]), dimension_keys)
+        rating = rows[:, 6].astype(float)
+    else:
+        dimension = _categorical(np.zeros(len(rows), dtype=np.int64), [""])
+        rating = np.full(len(rows), np.nan)
+
+    choice = rows[:, 5]
+    frame = pd.DataFrame(
+        {
+            "participant_id": _categorical(
+                np.searchsorted(participant_ids, visits["participant"].to_numpy()[visit_at]), pseudonyms
+            ),
+            "block_id": _categorical(np.searchsorted(block_ids, visits["block"].to_numpy()[visit_at]), block_keys),
+            "scenario": _categorical(scenario_codes[item_at], scenarios),
+            "response_id": _categorical(item_at, [item[1] for item in items]),
+            "model": _categorical(model_codes[item_at], models),
+            "condition": _categorical(condition_codes[item_at], conditions),
+            "dimension": dimension,
+            "position": rows[:, 3].copy(),
+            "rating": rating,
+            "rank": np.where(rows[:, 4] > 0, rows[:, 4], np.nan),
+            "block_order": visits["block_order"].to_numpy()[visit_at],
+            "seconds_on_block": visits["seconds_on_block"].to_numpy()[visit_at],
+            "best": choice == 1,
+            "worst": choice == 2,
+        }
+    )
+    order = np.lexsort(
+        (frame["dimension"].cat.codes.to_numpy(), frame["position"].to_numpy(),
+         frame["block_order"].to_numpy(), frame["participant_id"].cat.codes.to_numpy())
+    )
+    return frame.take(order).reset_index(drop=True)
+
+
+def _empty_ratings_frame() -> pd.DataFrame:
+    frame = pd.DataFrame({name: pd.Categorical([]) for name in RATING_COLUMNS[:7]})
+    for name, dtype in (("position", "int64"), ("rating", float), ("rank", float), ("block_order", "int64"),
+                        ("seconds_on_block", float), ("best", bool), ("worst", bool)):
+        frame[name] = pd.Series([], dtype=dtype)
+    return frame
+
+
+_PARTICIPANT_FIELDS = (
+    "pseudonym", "external_id", "status", "started_at", "finished_at", "source", "imported_attention_passed",
+    "age", "sex", "gender", "race", "hispanic", "education", "employment", "state",
+    "blocks_assigned", "completion_code", "n_blocks_answered", "n_checks", "n_failures",
+)
+
+
+def participants_frame(study_id: int) -> pd.DataFrame:
+    """One row per non-preview participant, in enrolment order.
+
+    Attention: live participants count their answered instructed checks
+    (``attention_checks``) and failures; ``attention_passed`` is True when
+    every answered check passed, NA when none was answered. Imported
+    participants carry only one outcome (``imported_attention_passed``), read
+    as one check: failed -> 1 failure, passed -> 0, empty -> no check (NA).
+    """
+    rows = _fetch(
+        Participant.objects.filter(study_id=study_id, is_preview=False)
+        .annotate(
+            n_blocks_answered=Count(
+                "visits", filter=Q(visits__block__isnull=False, visits__submitted_at__isnull=False)
+            ),
+            n_checks=Count(
+                "visits", filter=Q(visits__attention_check__isnull=False, visits__attention_passed__isnull=False)
+            ),
+            n_failures=Count("visits", filter=Q(visits__attention_passed=False)),
+        )
+        .order_by("id")
+        .values_list(*_PARTICIPANT_FIELDS)
+    )
+    raw = pd.DataFrame(rows, columns=list(_PARTICIPANT_FIELDS))
+    imported = (raw["source"] == Participant.Source.IMPORT).to_numpy(dtype=bool)
+    imported_passed = raw["imported_attention_passed"]
+    checks = np.where(imported, imported_passed.notna(), raw["n_checks"]).astype(np.int64)
+    failures = np.where(imported, imported_passed.eq(False), raw["n_failures"]).astype(np.int64)
+    started, finished = _utc(raw["started_at"].tolist()), _utc(raw["finished_at"].tolist())
+
+    frame = pd.DataFrame(
+        {
+            "participant_id": raw["pseudonym"].astype(object),
+            "external_id": raw["external_id"].astype(object),
+            "status": raw["status"].astype(object),
+            "started_at": started,
+            "finished_at": finished,
+            "attention_passed": pd.array(
+                [pd.NA if n == 0 else f == 0 for n, f in zip(checks, failures)], dtype="boolean"
+            ),
+            "attention_failures": failures,
+            "attention_checks": checks,
+        }
+    )
+    for name in ("age", "sex", "gender", "race", "hispanic", "education", "employment", "state"):
+        frame[name] = raw[name].astype(object)
+    frame["region"] = np.array([region_of(state) for state in raw["state"]], dtype=object)
+    frame["duration_minutes"] = np.asarray((finished - started).total_seconds(), dtype=float) / 60.0
+    frame["blocks_assigned"] = raw["blocks_assigned"].astype(np.int64)
+    frame["blocks_answered"] = raw["n_blocks_answered"].astype(np.int64)
+    frame["completion_code"] = raw["completion_code"].astype(object)
+    return frame[PARTICIPANT_COLUMNS]
+
+
+def gold_frame(study_id: int) -> pd.DataFrame:
+    """Gold scores of the study's responses: response_id, gold_score."""
+    rows = list(GoldScore.objects.filter(item__study_id=study_id).order_by("item_id").values_list("item__key", "score"))
+    return pd.DataFrame(
+        {
+            "response_id": pd.Series([r[0] for r in rows], dtype=object),
+            "gold_score": pd.Series([r[1] for r in rows], dtype=float),
+        }
+    )

@@ -1,0 +1,31 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+
+from analysis.exports import EXPORTS, ExportUnavailable, export_write
+from surveys.models import Study
+
+
+class Command(BaseCommand):
+    help = "Write CSV exports (DESIGN 3.3) of the study's latest finished analysis run."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--study", required=True, help="study slug")
+        parser.add_argument(
+            "--what", required=True, action="append", choices=sorted(EXPORTS),
+            help="which export (repeat for several): " + "; ".join(f"{k}: {v.description}" for k, v in EXPORTS.items()),
+        )
+        parser.add_argument("--out", required=True, help="output folder")
+
+    def handle(self, *args, study: str, what: list[str], out: str, **options):
+        target = Study.objects.filter(slug=study).first()
+        if target is None:
+            raise CommandError(f'no study "{study}"')
+        for name in what:
+            try:
+                path = export_write(study=target, what=name, out_dir=Path(out))
+            except ExportUnavailable as exc:
+                raise CommandError(str(exc)) from None
+            self.stdout.write(f"wrote {path}")

@@ -1,0 +1,231 @@
+"""Quality rules of DESIGN 3.2: pure functions from frames to flags and the exclusion flow.
+
+Inputs are the frames of ``analysis.frames`` and a thresholds mapping with
+the keys of ``surveys.models.QUALITY_FIELDS``. Nothing here reads the
+database or changes its inputs. The exact boundaries are documented in
+docs/quality.md and pinned by tests/test_quality*.py.
+
+Examples
+--------
+>>> import pandas as pd
+>>> table = pd.DataFrame({"duration_minutes": [9.9, 10.0, 75.0, 75.1]}, index=["a", "b", "c", "d"])
+>>> flag_duration(table, {"duration_min_minutes": 10, "duration_max_minutes": 75}).tolist()
+[True, False, False, True]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+RULES = ("incomplete", "attention", "duration", "speed", "straightlining")
+ENROLLED = "enrolled"
+FILTER_FLOW_COLUMNS = ["step", "rule", "excluded", "remaining", "flagged_alone"]
+FILTER_FLOW_BY_GENDER_COLUMNS = ["step", "rule", "gender", "excluded"]
+RESULT_COLUMNS = [
+    "participant_id", "duration_minutes", "sd", "mae", "fast_share", "attention_failures",
+    "excluded_by", "payable", "reject_reason",
+]
+GENDER_NOT_ANSWERED = "(not answered)"
+REJECT_ATTENTION = "failed_attention_checks"
+REJECT_TOO_FAST = "too_fast"
+# Prolific: rejecting for attention needs two failed instructed checks in a study of 5+ minutes.
+REJECT_MIN_FAILED_CHECKS = 2
+REJECT_MIN_STUDY_MINUTES = 5.0
+REJECT_TOO_FAST_SDS = 3.0
+
+Thresholds = Mapping[str, float]
+
+
+@dataclass(frozen=True)
+class QualityResult:
+    participants: pd.DataFrame
+    filter_flow: pd.DataFrame
+    filter_flow_by_gender: pd.DataFrame
+
+
+def participant_metrics(
+    ratings: pd.DataFrame, participants: pd.DataFrame, gold: pd.DataFrame, thresholds: Thresholds
+) -> pd.DataFrame:
+    """Per participant (index ``participant_id``): duration_minutes, sd, mae, fast_share.
+
+    ``sd`` uses ddof=1 over all the participant's ratings (every dimension);
+    ``mae`` averages |rating - gold| over the rated items that have a gold
+    score (NaN if none); ``fast_share`` is the share of the participant's
+    answered blocks with ``seconds_on_block < fast_block_seconds`` (NaN if
+    no block was answered). Participants without ratings get NaN.
+    """
+    index = pd.Index(participants["participant_id"].astype(object), name="participant_id")
+    rated = ratings.loc[ratings["rating"].notna(), ["participant_id", "response_id", "rating"]]
+    by_participant = rated.groupby(rated["participant_id"].astype(object), sort=False)["rating"]
+    sd = by_participant.std(ddof=1)
+
+    scored = rated.assign(response_id=rated["response_id"].astype(object)).merge(
+        gold.assign(response_id=gold["response_id"].astype(object)), on="response_id", how="inner"
+    )
+    error = (scored["rating"] - scored["gold_score"]).abs()
+    mae = error.groupby(scored["participant_id"].astype(object), sort=False).mean()
+
+    answered = ratings.loc[ratings["seconds_on_block"].notna(), ["participant_id", "block_id", "seconds_on_block"]]
+    blocks = answered.drop_duplicates(["participant_id", "block_id"])
+    is_fast = blocks["seconds_on_block"] < thresholds["fast_block_seconds"]
+    fast_share = is_fast.groupby(blocks["participant_id"].astype(object), sort=False).mean()
+
+    return pd.DataFrame(
+        {
+            "duration_minutes": participants["duration_minutes"].to_numpy(dtype=float),
+            "sd": sd.reindex(index).to_numpy(dtype=float),
+            "mae": mae.reindex(index).to_numpy(dtype=float),
+            "fast_share": fast_share.reindex(index).to_numpy(dtype=float),
+        },
+        index=index,
+    )
+
+
+def participant_table(
+    ratings: pd.DataFrame, participants: pd.DataFrame, gold: pd.DataFrame, thresholds: Thresholds
+) -> pd.DataFrame:
+    """The participants frame indexed by ``participant_id`` with the metrics added: what the rules read."""
+    metrics = participant_metrics(ratings, participants, gold, thresholds)
+    table = participants.set_index(pd.Index(participants["participant_id"].astype(object), name="participant_id"))
+    return table.drop(columns=["participant_id", "duration_minutes"]).join(metrics)
+
+
+def flag_incomplete(table: pd.DataFrame, thresholds: Thresholds | None = None) -> pd.Series:
+    """No finish time, or fewer blocks answered than assigned."""
+    flags = table["finished_at"].isna() | (table["blocks_answered"] < table["blocks_assigned"])
+    return flags.astype(bool).rename("incomplete")
+
+
+def flag_attention(table: pd.DataFrame, thresholds: Thresholds) -> pd.Series:
+    """More failed attention checks than the study allows (default 0: any failure)."""
+    return (table["attention_failures"] > thresholds["attention_failures_allowed"]).astype(bool).rename("attention")
+
+
+def flag_duration(table: pd.DataFrame, thresholds: Thresholds) -> pd.Series:
+    """Total minutes outside the closed window [min, max]; no duration (unfinished) is not flagged here."""
+    minutes = table["duration_minutes"]
+    outside = (minutes < thresholds["duration_min_minutes"]) | (minutes > thresholds["duration_max_minutes"])
+    return outside.fillna(False).astype(bool).rename("duration")
+
+
+def flag_speed(table: pd.DataFrame, thresholds: Thresholds) -> pd.Series:
+    """Share of fast blocks strictly above the allowed share (exactly the share is kept)."""
+    return (table["fast_share"] > thresholds["fast_share_max"]).fillna(False).astype(bool).rename("speed")
+
+
+def flag_straightlining(table: pd.DataFrame, thresholds: Thresholds) -> pd.Series:
+    """SD below the threshold AND MAE above it; without a gold MAE (or SD) nobody is flagged."""
+    flags = (table["sd"] < thresholds["straightline_sd_max"]) & (table["mae"] > thresholds["straightline_mae_min"])
+    return flags.fillna(False).astype(bool).rename("straightlining")
+
+
+RULE_FLAGS: dict[str, Callable[[pd.DataFrame, Thresholds], pd.Series]] = {
+    "incomplete": flag_incomplete,
+    "attention": flag_attention,
+    "duration": flag_duration,
+    "speed": flag_speed,
+    "straightlining": flag_straightlining,
+}
+
+
+def rule_flags(table: pd.DataFrame, thresholds: Thresholds) -> pd.DataFrame:
+    """One boolean column per rule, in evaluation order."""
+    return pd.DataFrame({rule: RULE_FLAGS[rule](table, thresholds) for rule in RULES}, index=table.index)
+
+
+def first_flagging_rule(flags: pd.DataFrame) -> pd.Series:
+    """The first rule (in ``RULES`` order) that flags each participant; "" when none does."""
+    excluded_by = pd.Series("", index=flags.index, dtype=object, name="excluded_by")
+    for rule in reversed(RULES):
+        excluded_by = excluded_by.mask(flags[rule], rule)
+    return excluded_by
+
+
+def filter_flow(flags: pd.DataFrame, excluded_by: pd.Series) -> pd.DataFrame:
+    """Step 0 "enrolled" (everyone), then one row per rule: excluded, remaining, flagged_alone."""
+    remaining = len(flags)
+    rows = [{"step": 0, "rule": ENROLLED, "excluded": 0, "remaining": remaining, "flagged_alone": 0}]
+    for step, rule in enumerate(RULES, start=1):
+        excluded = int((excluded_by == rule).sum())
+        remaining -= excluded
+        rows.append(
+            {"step": step, "rule": rule, "excluded": excluded, "remaining": remaining,
+             "flagged_alone": int(flags[rule].sum())}
+        )
+    return pd.DataFrame(rows, columns=FILTER_FLOW_COLUMNS)
+
+
+def filter_flow_by_gender(gender: pd.Series, excluded_by: pd.Series) -> pd.DataFrame:
+    """Participants excluded by each rule, per gender answer (blank -> "(not answered)").
+
+    Every gender present among the enrolled gets a row for every rule, zeros
+    included, so the table is complete for charts.
+    """
+    labels = gender.astype(object).where(gender.astype(object).fillna("").str.strip() != "", GENDER_NOT_ANSWERED)
+    genders = sorted(labels.unique())
+    counts = pd.crosstab(excluded_by, labels)
+    rows = [
+        {"step": step, "rule": rule, "gender": g,
+         "excluded": int(counts.at[rule, g]) if rule in counts.index and g in counts.columns else 0}
+        for step, rule in enumerate(RULES, start=1)
+        for g in genders
+    ]
+    return pd.DataFrame(rows, columns=FILTER_FLOW_BY_GENDER_COLUMNS)
+
+
+def reject_reasons(table: pd.DataFrame) -> pd.Series:
+    """Payment rejection grounds allowed by Prolific (docs/quality.md); "" when none.
+
+    ``failed_attention_checks``: two or more failed instructed checks, when the
+    median duration of completed participants is at least 5 minutes.
+    ``too_fast``: a completed participant whose duration is below the mean
+    minus 3 SD (ddof=1) of completed participants' durations.
+    """
+    completed = table["finished_at"].notna() & table["duration_minutes"].notna()
+    durations = table.loc[completed, "duration_minutes"]
+    long_enough = bool(durations.median() >= REJECT_MIN_STUDY_MINUTES) if len(durations) else False
+    cutoff = durations.mean() - REJECT_TOO_FAST_SDS * durations.std(ddof=1) if len(durations) > 1 else np.nan
+
+    attention = long_enough & (table["attention_failures"] >= REJECT_MIN_FAILED_CHECKS)
+    too_fast = completed & (table["duration_minutes"] < cutoff).fillna(False)
+    reasons = pd.Series("", index=table.index, dtype=object, name="reject_reason")
+    reasons = reasons.mask(too_fast, REJECT_TOO_FAST)
+    return reasons.mask(attention, REJECT_ATTENTION)
+
+
+def apply_quality_rules(
+    ratings: pd.DataFrame, participants: pd.DataFrame, gold: pd.DataFrame, thresholds: Thresholds
+) -> QualityResult:
+    """Flags, exclusion, payment decision and the flow tables for one study.
+
+    ``payable`` is True for completed participants (status "completed")
+    without a reject reason; it does not depend on ``excluded_by``.
+    """
+    table = participant_table(ratings, participants, gold, thresholds)
+    flags = rule_flags(table, thresholds)
+    excluded_by = first_flagging_rule(flags)
+    reasons = reject_reasons(table)
+    payable = (table["status"] == "completed") & (reasons == "")
+    result = pd.DataFrame(
+        {
+            "participant_id": table.index.to_numpy(dtype=object),
+            "duration_minutes": table["duration_minutes"].to_numpy(dtype=float),
+            "sd": table["sd"].to_numpy(dtype=float),
+            "mae": table["mae"].to_numpy(dtype=float),
+            "fast_share": table["fast_share"].to_numpy(dtype=float),
+            "attention_failures": table["attention_failures"].to_numpy(dtype=np.int64),
+            "excluded_by": excluded_by.to_numpy(dtype=object),
+            "payable": payable.to_numpy(dtype=bool),
+            "reject_reason": reasons.to_numpy(dtype=object),
+        },
+        columns=RESULT_COLUMNS,
+    )
+    return QualityResult(
+        participants=result,
+        filter_flow=filter_flow(flags, excluded_by),
+        filter_flow_by_gender=filter_flow_by_gender(table["gender"], excluded_by),
+    )

@@ -1,0 +1,45 @@
+"""Reads of the analysis app. Only runs whose status is ``done`` expose results."""
+
+from __future__ import annotations
+
+import pandas as pd
+from django.db.models import QuerySet
+
+from analysis.models import AnalysisRun, ParticipantResult, ResultTable
+from surveys.models import Study
+
+
+def analysis_run_latest(*, study: Study) -> AnalysisRun | None:
+    """The newest run in any status (for the monitor)."""
+    return AnalysisRun.objects.filter(study=study).order_by("-created_at", "-id").first()
+
+
+def analysis_run_latest_done(*, study: Study) -> AnalysisRun | None:
+    return (
+        AnalysisRun.objects.filter(study=study, status=AnalysisRun.Status.DONE)
+        .order_by("-finished_at", "-id")
+        .first()
+    )
+
+
+def result_table_frame(*, run: AnalysisRun, name: str) -> pd.DataFrame | None:
+    """A persisted table of a finished run as a DataFrame; None when absent or the run is not done."""
+    table = ResultTable.objects.filter(run=run, run__status=AnalysisRun.Status.DONE, name=name).first()
+    if table is None:
+        return None
+    return pd.DataFrame(table.rows, columns=table.columns)
+
+
+def result_table_names(*, run: AnalysisRun) -> list[str]:
+    return list(
+        ResultTable.objects.filter(run=run, run__status=AnalysisRun.Status.DONE).order_by("name").values_list("name", flat=True)
+    )
+
+
+def participant_results(*, run: AnalysisRun) -> QuerySet[ParticipantResult]:
+    """The run's per-participant results with their participant, in enrolment order (done runs only)."""
+    return (
+        ParticipantResult.objects.filter(run=run, run__status=AnalysisRun.Status.DONE)
+        .select_related("participant")
+        .order_by("participant_id")
+    )

@@ -1,0 +1,243 @@
+"""Import of responses and gold scores (DESIGN 3.1): validation, all-or-nothing, idempotence."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from analysis.importers import ImportProblems, gold_import, responses_import
+from analysis.models import GoldScore
+from surveys.models import BlockVisit, ItemPlacement, Participant, Rating
+from surveys.pseudonyms import pseudonym_for
+
+P_HEADER = ["participant_id", "started_at", "finished_at", "attention_passed", "age", "sex", "gender", "race",
+            "hispanic", "education", "employment", "state"]
+R_HEADER = ["participant_id", "block_id", "response_id", "position", "rating", "rank", "block_started_at",
+            "block_submitted_at"]
+
+
+def base_participants() -> list[list[str]]:
+    return [
+        P_HEADER,
+        ["pA", "2025-03-03T09:00:00Z", "2025-03-03T09:30:00Z", "true", "34", "female", " woman ", "White",
+         "No", "bachelors", "Student", "ca"],
+        ["pB", "2025-03-03T10:00:00+00:00", "", "", "60-69", "Male", "Man", "Asian", "", "", "", ""],
+    ]
+
+
+def base_ratings() -> list[list[str]]:
+    rows = [R_HEADER]
+    # pA shows Q2 before Q1 (file order is not display order); pB left after Q1 without submitting Q2.
+    plan = [("pA", "Q1", "2025-03-03T09:05:00Z", "2025-03-03T09:06:00Z"),
+            ("pA", "Q2", "2025-03-03T09:01:00Z", "2025-03-03T09:02:30Z"),
+            ("pB", "Q1", "2025-03-03T10:01:00Z", "2025-03-03T10:02:00Z"),
+            ("pB", "Q2", "2025-03-03T10:03:00Z", "")]
+    for pid, block, start, end in plan:
+        for k in range(1, 6):
+            answered = end != ""
+            rows.append([pid, block, f"{block}-R{k}", str(6 - k), str(k) if answered else "",
+                         str(6 - k) if answered else "", start, end])
+    return rows
+
+
+def text(rows: list[list[str]]) -> str:
+    out = io.StringIO()
+    csv.writer(out).writerows(rows)
+    return out.getvalue()
+
+
+def run_import(study, participants=None, ratings=None):
+    return responses_import(
+        study=study,
+        participants_file=io.StringIO(text(participants or base_participants())),
+        ratings_file=io.StringIO(text(ratings or base_ratings())),
+    )
+
+
+def problems_of(study, participants=None, ratings=None) -> list[str]:
+    with pytest.raises(ImportProblems) as caught:
+        run_import(study, participants, ratings)
+    assert Participant.objects.count() == 0, "nothing may be written when a row is bad"
+    return caught.value.problems
+
+
+def test_it_imports_participants_visits_placements_and_ratings(tide):
+    report = run_import(tide)
+    assert (report.participants_created, report.visits_created, report.placements_created, report.ratings_created) == (2, 4, 20, 15)
+    a = Participant.objects.get(study=tide, external_id="pA")
+    assert a.source == "import" and a.status == "completed" and a.completion_code == tide.completion_code
+    assert a.pseudonym == pseudonym_for(key=tide.pseudonym_key, external_id="pA")
+    assert (a.age, a.sex, a.gender, a.race, a.education, a.state) == (
+        "30-39", "Female", "Woman", "White or Caucasian", "Bachelor's degree", "CA")
+    assert a.imported_attention_passed is True and a.blocks_assigned == 2
+    b = Participant.objects.get(external_id="pB")
+    assert b.status == "exited" and b.finished_at is None and b.imported_attention_passed is None and b.age == "60-69"
+    # Sequence follows block_started_at, not the file order.
+    assert list(BlockVisit.objects.filter(participant=a).values_list("block__key", "sequence")) == [("Q2", 1), ("Q1", 2)]
+    q1 = BlockVisit.objects.get(participant=a, block__key="Q1")
+    assert (q1.submitted_at - q1.shown_at).total_seconds() == 60
+    placement = ItemPlacement.objects.get(visit=q1, item__key="Q1-R2")
+    assert (placement.position, placement.rank, placement.ratings.get().value) == (4, 4, 2)
+    unsubmitted = BlockVisit.objects.get(participant=b, block__key="Q2")
+    assert unsubmitted.submitted_at is None and unsubmitted.placements.count() == 5
+    assert not Rating.objects.filter(placement__visit=unsubmitted).exists()
+
+
+def test_importing_the_same_files_twice_changes_nothing(tide):
+    run_import(tide)
+    counts = (Participant.objects.count(), BlockVisit.objects.count(), ItemPlacement.objects.count(), Rating.objects.count())
+    again = run_import(tide)
+    assert (again.participants_created, again.participants_skipped, again.ratings_created) == (0, 2, 0)
+    assert counts == (Participant.objects.count(), BlockVisit.objects.count(), ItemPlacement.objects.count(), Rating.objects.count())
+
+
+def test_it_accepts_binary_uploads(tide):
+    report = responses_import(
+        study=tide,
+        participants_file=io.BytesIO(b"\xef\xbb\xbf" + text(base_participants()).encode()),
+        ratings_file=io.BytesIO(text(base_ratings()).encode()),
+    )
+    assert report.ratings_created == 15
+
+
+def _set(rows, line, column, value, header):
+    rows[line - 1][header.index(column)] = value
+    return rows
+
+
+def ratings_with(line, column, value):
+    return _set(base_ratings(), line, column, value, R_HEADER)
+
+
+def participants_with(line, column, value):
+    return _set(base_participants(), line, column, value, P_HEADER)
+
+
+@pytest.mark.parametrize(
+    ("participants", "ratings", "expected"),
+    [
+        (None, ratings_with(3, "block_id", "Q99"), 'ratings.csv:3:block_id: unknown block "Q99"'),
+        (None, ratings_with(3, "response_id", "Q1-R9"), 'ratings.csv:3:response_id: unknown response "Q1-R9"'),
+        (None, ratings_with(3, "response_id", "Q7-R2"), 'ratings.csv:3:response_id: response "Q7-R2" is not in block "Q1"'),
+        (None, ratings_with(4, "rating", "6"), "ratings.csv:4:rating: 6 is outside the empathy scale 1-5"),
+        (None, ratings_with(4, "rating", "0"), "ratings.csv:4:rating: 0 is outside the empathy scale 1-5"),
+        (None, ratings_with(4, "rating", "3.5"), 'ratings.csv:4:rating: "3.5" is not a whole number'),
+        (None, ratings_with(4, "rating", ""), "ratings.csv:4:rating: empty, but the block was submitted"),
+        (None, ratings_with(3, "rank", "1"), "ratings.csv:2:rank: ranks in block Q1 of participant pA are [5, 1, 3, 2, 1]"),
+        (None, ratings_with(3, "rank", ""), "ratings.csv:2:rank: ranks in block Q1 of participant pA are [5, , 3, 2, 1]"),
+        (None, ratings_with(3, "rank", "x"), 'ratings.csv:3:rank: "x" is not a rank'),
+        (None, ratings_with(3, "response_id", "Q1-R1"), 'ratings.csv:3:response_id: response "Q1-R1" is listed twice for this participant'),
+        (None, ratings_with(3, "position", "5"), "ratings.csv:3:position: position 5 is used twice in block Q1"),
+        (None, ratings_with(3, "position", "0"), 'ratings.csv:3:position: "0" is not a position'),
+        (None, ratings_with(3, "block_started_at", "yesterday"), 'ratings.csv:3:block_started_at: "yesterday" is not an ISO 8601 time'),
+        (None, ratings_with(3, "block_submitted_at", "2025-13-01T00:00:00"), "ratings.csv:3:block_submitted_at: \"2025-13-01T00:00:00\" is not an ISO 8601 time"),
+        (None, ratings_with(3, "block_submitted_at", "2025-03-03T09:00:00Z"), "ratings.csv:3:block_submitted_at: before block_started_at"),
+        (None, ratings_with(3, "block_started_at", "2025-03-03T09:04:00Z"), "ratings.csv:3:block_started_at: the block times differ from line 2"),
+        (None, ratings_with(3, "participant_id", "pZ"), 'ratings.csv:3:participant_id: unknown participant "pZ" (not in the participants file)'),
+        (participants_with(2, "attention_passed", "maybe"), None, 'participants.csv:2:attention_passed: "maybe" is not a boolean'),
+        (participants_with(2, "started_at", "03/03/2025"), None, 'participants.csv:2:started_at: "03/03/2025" is not an ISO 8601 time'),
+        (participants_with(2, "started_at", ""), None, "participants.csv:2:started_at: empty; a start time is required"),
+        (participants_with(2, "finished_at", "2025-03-03T08:00:00Z"), None, "participants.csv:2:finished_at: before started_at"),
+        (participants_with(2, "state", "XX"), None, 'participants.csv:2:state: "XX" is not a USPS state code'),
+        (participants_with(2, "gender", "robot"), None, 'participants.csv:2:gender: "robot" is not one of: Woman; Man; Non-binary; Other/Unknown; Prefer not to answer'),
+        (participants_with(2, "age", "12"), None, "participants.csv:2:age: age 12 is in none of the bands"),
+        (participants_with(3, "participant_id", "pA"), None, 'participants.csv:3:participant_id: "pA" is listed twice (first on line 2)'),
+        (participants_with(2, "participant_id", ""), None, "participants.csv:2:participant_id: empty participant id"),
+    ],
+)
+def test_it_reports_each_problem_with_file_line_and_column(tide, participants, ratings, expected):
+    problems = problems_of(tide, participants, ratings)
+    assert any(p.startswith(expected) for p in problems), problems
+
+
+def test_it_reports_missing_and_unknown_columns_on_line_1(tide):
+    participants = [row[:-1] for row in base_participants()]
+    ratings = [row + ["x"] for row in base_ratings()]
+    ratings[0][-1] = "comment"
+    problems = problems_of(tide, participants, ratings)
+    assert "participants.csv:1:state: missing column" in problems
+    assert any(p.startswith("ratings.csv:1:comment: unknown column") for p in problems)
+
+
+def test_it_reports_rows_with_the_wrong_number_of_fields(tide):
+    ratings = base_ratings()
+    ratings[5] = ratings[5][:-2]
+    assert any(p.startswith("ratings.csv:6:: expected 8 fields, found 6") for p in problems_of(tide, None, ratings))
+
+
+def test_it_lists_every_problem_not_just_the_first(tide):
+    ratings = ratings_with(3, "block_id", "Q99")
+    ratings[9][R_HEADER.index("rating")] = "9"
+    problems = problems_of(tide, participants_with(3, "state", "ZZ"), ratings)
+    assert len(problems) == 3
+
+
+def test_a_live_participant_with_the_same_id_is_not_overwritten(tide):
+    Participant.objects.create(study=tide, external_id="pA", pseudonym="p_live")
+    with pytest.raises(ImportProblems) as caught:
+        run_import(tide)
+    assert caught.value.problems == ['participants.csv:2:participant_id: "pA" already took part in the survey itself']
+    assert Participant.objects.count() == 1
+
+
+def test_a_study_with_several_dimensions_needs_the_dimension_column(counselor):
+    participants = [P_HEADER, ["c1", "2025-03-03T09:00:00Z", "2025-03-03T09:20:00Z", "true", "", "", "", "", "", "", "", ""]]
+    rows = [R_HEADER + ["dimension"]]
+    for k, response in enumerate(["B1-base", "B1-ft"], start=1):
+        for d, dimension in enumerate(["resonance", "coherence", "advice"]):
+            rows.append(["c1", "B1", response, str(k), str(1 + (k + d) % 5), "", "2025-03-03T09:01:00Z",
+                         "2025-03-03T09:02:00Z", dimension])
+    report = run_import(counselor, participants, rows)
+    assert (report.placements_created, report.ratings_created) == (2, 6)
+    without = [row[:-1] for row in rows]
+    assert problems_of_study_with_rows(counselor, participants, without) == [
+        "ratings.csv:1:dimension: missing column; the study rates resonance, coherence, advice"
+    ]
+
+
+def problems_of_study_with_rows(study, participants, ratings):
+    with pytest.raises(ImportProblems) as caught:
+        run_import(study, participants, ratings)
+    return caught.value.problems
+
+
+def test_the_command_imports_and_reports_problems(tide, tmp_path, capsys):
+    (tmp_path / "p.csv").write_text(text(base_participants()))
+    (tmp_path / "r.csv").write_text(text(base_ratings()))
+    call_command("import_responses", "--study", "tide", "--participants", str(tmp_path / "p.csv"), "--ratings", str(tmp_path / "r.csv"))
+    assert "imported 2 participant(s)" in capsys.readouterr().out
+    (tmp_path / "bad.csv").write_text(text(ratings_with(3, "block_id", "Q99")))
+    with pytest.raises(CommandError, match="nothing imported: 1 problem"):
+        call_command("import_responses", "--study", "tide", "--participants", str(tmp_path / "p.csv"), "--ratings", str(tmp_path / "bad.csv"))
+    assert 'bad.csv:3:block_id: unknown block "Q99"' in capsys.readouterr().err
+
+
+def test_it_imports_gold_scores_and_reimports_them_unchanged(tide, tmp_path, capsys):
+    gold = "response_id,gold_score\nQ1-R1,4.333\nQ1-R2,2\n"
+    report = gold_import(study=tide, gold_file=io.StringIO(gold))
+    assert (report.scores_written, report.scores_unchanged) == (2, 0)
+    assert GoldScore.objects.get(item__key="Q1-R1").score == 4.333
+    (tmp_path / "gold.csv").write_text(gold.replace("4.333", "4.5"))
+    call_command("import_gold", "--study", "tide", str(tmp_path / "gold.csv"))
+    assert "1 written, 1 unchanged" in capsys.readouterr().out
+    assert GoldScore.objects.get(item__key="Q1-R1").score == 4.5
+
+
+@pytest.mark.parametrize(
+    ("gold", "expected"),
+    [
+        ("response_id,gold_score\nQ1-R9,3\n", 'gold.csv:2:response_id: unknown response "Q1-R9"'),
+        ("response_id,gold_score\nQ1-R1,high\n", 'gold.csv:2:gold_score: "high" is not a number'),
+        ("response_id,gold_score\nQ1-R1,nan\n", 'gold.csv:2:gold_score: "nan" is not a number'),
+        ("response_id,gold_score\nQ1-R1,3\nQ1-R1,4\n", 'gold.csv:3:response_id: "Q1-R1" is listed twice (first on line 2)'),
+        ("response_id,score\nQ1-R1,3\n", "gold.csv:1:gold_score: missing column"),
+    ],
+)
+def test_it_rejects_bad_gold_files_whole(tide, gold, expected):
+    with pytest.raises(ImportProblems) as caught:
+        gold_import(study=tide, gold_file=io.StringIO(gold))
+    assert expected in caught.value.problems
+    assert not GoldScore.objects.exists()
