@@ -16,10 +16,12 @@ from typing import Any
 
 from django.db.models import Count, Q
 
+from analysis import stats
 from analysis.models import AnalysisRun
+from analysis.pipeline import SENSITIVITY_ANALYSES
 from analysis.regions import region_of
-from analysis.selectors import analysis_run_latest_done, participant_results, result_table_frame
-from surveys.models import Participant, Study
+from analysis.selectors import analysis_run_latest_done, participant_results, result_table_frame, result_table_names
+from surveys.models import Participant, Rating, Study
 
 # A spreadsheet runs a cell starting with these as a formula (CSV injection).
 _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
@@ -112,6 +114,47 @@ def table_rows(name: str) -> Callable[[AnalysisRun], Rows]:
     return rows
 
 
+RATINGS_EXPORT_COLUMNS = [
+    "participant_id", "block_id", "scenario", "response_id", "model", "condition", "position", "rating", "rank",
+    "block_order", "seconds_on_block",
+]
+
+
+def ratings_rows(run: AnalysisRun) -> Rows:
+    """The cleaned ratings of the run's retained participants, streamed from the database.
+
+    Rows come ordered by participant and page, so ``block_order`` (the block's
+    place among the participant's blocks, attention checks not counted) is
+    counted on the fly and memory stays flat however many rows there are.
+    Multi-dimension studies get a trailing ``dimension`` column.
+    """
+    multi = run.study.dimensions.count() > 1
+    yield RATINGS_EXPORT_COLUMNS + (["dimension"] if multi else [])
+    rows = (
+        Rating.objects.filter(
+            placement__visit__participant__results__run=run,
+            placement__visit__participant__results__excluded_by="",
+        )
+        .order_by("placement__visit__participant_id", "placement__visit__sequence", "placement__position", "dimension__order")
+        .values_list(
+            "placement__visit__participant__pseudonym", "placement__item__block__key",
+            "placement__item__block__scenario__key", "placement__item__key", "placement__item__system__name",
+            "placement__item__condition__name", "placement__position", "value", "placement__rank",
+            "placement__visit_id", "placement__visit__shown_at", "placement__visit__submitted_at", "dimension__key",
+        )
+    )
+    participant, visit, block_order = None, None, 0
+    for (pseudonym, block, scenario, response, model, condition, position, value, rank,
+         visit_id, shown_at, submitted_at, dimension) in rows.iterator(chunk_size=5000):
+        if pseudonym != participant:
+            participant, block_order = pseudonym, 0
+        if visit_id != visit:
+            visit, block_order = visit_id, block_order + 1
+        seconds = (submitted_at - shown_at).total_seconds() if shown_at and submitted_at else None
+        row = [pseudonym, block, scenario, response, model, condition, position, value, rank, block_order, seconds]
+        yield row + [dimension] if multi else row
+
+
 EXPORTS: dict[str, Export] = {
     "participants": Export("participants.csv", participants_rows, "participants with quality metrics (pseudonyms)"),
     "filter-flow": Export("filter_flow.csv", table_rows("filter_flow"), "the exclusion flow"),
@@ -119,7 +162,25 @@ EXPORTS: dict[str, Export] = {
         "filter_flow_by_gender.csv", table_rows("filter_flow_by_gender"), "the exclusion flow per gender"
     ),
     "identifiers": Export("identifiers.csv", identifiers_rows, "panel ids for paying/rejecting (restricted)"),
+    "ratings": Export("ratings.csv", ratings_rows, "cleaned ratings of retained participants"),
 }
+# Every statistics table of a run, exported under its own name (win_table.csv, ttests.csv, ...).
+RESULT_TABLE_NAMES = [
+    *stats.ANALYSES, *(f"sensitivity_{name}" for name in SENSITIVITY_ANALYSES), "rater_judge",
+]
+for _name in RESULT_TABLE_NAMES:
+    EXPORTS[_name.replace("_", "-")] = Export(f"{_name}.csv", table_rows(_name), f"result table {_name}")
+
+
+def result_exports_of(run: AnalysisRun) -> list[str]:
+    """The export names of every table the run persisted (the exclusion flow included)."""
+    present = set(result_table_names(run=run))
+    return [name for name, export in EXPORTS.items()
+            if export.filename.removesuffix(".csv") in present]
+
+
+# Exports that hold only pseudonymous data (everything but identifiers).
+PSEUDONYMOUS_EXPORTS = [name for name in EXPORTS if name != "identifiers"]
 
 
 def export_run(*, study: Study) -> AnalysisRun:
@@ -150,3 +211,59 @@ def export_write(*, study: Study, what: str, out_dir: Path) -> Path:
         writer.writerow(header)
         writer.writerows(lines)
     return path
+
+
+class _Sink:
+    """A write-only buffer that a generator drains after each write."""
+
+    def __init__(self) -> None:
+        self.chunks: list[bytes] = []
+
+    def write(self, data) -> int:
+        self.chunks.append(data.encode("utf-8") if isinstance(data, str) else bytes(data))
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+    def drain(self) -> bytes:
+        out, self.chunks = b"".join(self.chunks), []
+        return out
+
+
+def csv_bytes(lines: Iterator[list[str]], *, rows_per_chunk: int = 2000) -> Iterator[bytes]:
+    """Encode CSV rows lazily, a chunk of rows at a time (for streaming responses)."""
+    sink = _Sink()
+    writer = csv.writer(sink)
+    for count, line in enumerate(lines, start=1):
+        writer.writerow(line)
+        if count % rows_per_chunk == 0:
+            yield sink.drain()
+    yield sink.drain()
+
+
+def everything_zip(*, run: AnalysisRun) -> Iterator[bytes]:
+    """Every pseudonymous export of the run plus a codebook, as a zip streamed chunk by chunk."""
+    import zipfile
+
+    from analysis.codebook import codebook_rows
+
+    sink = _Sink()
+    headers: dict[str, list[str]] = {}
+    with zipfile.ZipFile(sink, mode="w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for name in ["participants", "ratings", *result_exports_of(run)]:
+            lines = export_lines(run=run, what=name)
+            header = next(lines)
+            filename = EXPORTS[name].filename
+            headers[filename] = header
+            with archive.open(filename, mode="w", force_zip64=True) as member:
+                for chunk in csv_bytes(_prepend(header, lines)):
+                    member.write(chunk)
+                    yield sink.drain()
+        archive.writestr("codebook.csv", b"".join(csv_bytes(codebook_rows(headers))))
+    yield sink.drain()
+
+
+def _prepend(first: list[str], rest: Iterator[list[str]]) -> Iterator[list[str]]:
+    yield first
+    yield from rest

@@ -43,3 +43,11 @@ def participant_results(*, run: AnalysisRun) -> QuerySet[ParticipantResult]:
         .select_related("participant")
         .order_by("participant_id")
     )
+
+
+def result_tables(*, run: AnalysisRun) -> dict[str, pd.DataFrame]:
+    """Every persisted table of a finished run, by name (one query)."""
+    return {
+        table.name: pd.DataFrame(table.rows, columns=table.columns)
+        for table in ResultTable.objects.filter(run=run, run__status=AnalysisRun.Status.DONE).order_by("name")
+    }

@@ -3,7 +3,6 @@ steps and the services, and record timings per step."""
 
 from __future__ import annotations
 
-import importlib
 import logging
 import time
 from collections.abc import Iterator
@@ -11,18 +10,10 @@ from contextlib import contextmanager
 
 from celery import shared_task
 
-from analysis import frames, quality, services
+from analysis import frames, pipeline, quality, services
 from analysis.models import AnalysisRun
 
 logger = logging.getLogger(__name__)
-
-
-def _pipeline():
-    # The statistics step is optional: a deployment without it still gets quality results.
-    try:
-        return importlib.import_module("analysis.pipeline")
-    except ModuleNotFoundError:
-        return None
 
 
 class _Steps:
@@ -54,13 +45,13 @@ def analysis_run_execute(run: AnalysisRun, attempt: int) -> None:
             result = quality.apply_quality_rules(ratings, participants, gold, run.thresholds)
         with steps.step("persist"):
             services.analysis_run_quality_persist(run=run, attempt=attempt, quality=result)
-        pipeline = _pipeline()
-        if pipeline is not None:
-            with steps.step("statistics"):
-                enriched = participants.merge(
-                    result.participants.drop(columns=["duration_minutes", "attention_failures"]), on="participant_id"
-                )
-                pipeline.run_statistics(run, ratings, enriched)
+        with steps.step("statistics"):
+            enriched = participants.merge(
+                result.participants.drop(columns=["duration_minutes", "attention_failures"]), on="participant_id"
+            )
+            steps.timings.update(
+                {f"statistics.{k}": v for k, v in pipeline.run_statistics(run, ratings, enriched, gold).items()}
+            )
     except services.RunSuperseded:
         logger.warning("run %s: attempt %s was superseded; leaving it to the newer attempt", run.pk, attempt)
         return

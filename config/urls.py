@@ -1,7 +1,18 @@
 from django.contrib import admin
+from django.contrib.auth import views as auth_views
 from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from .accounts import RateLimitedLoginView
 
 urlpatterns = [
+    path("admin/login/", RateLimitedLoginView.as_view(), name="admin-login"),
     path("admin/", admin.site.urls),
+    path("accounts/login/", RateLimitedLoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("api/", include("config.api_urls")),
+    path("", include("analysis.urls")),
     path("", include("surveys.urls")),
 ]

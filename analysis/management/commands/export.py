@@ -4,7 +4,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from analysis.exports import EXPORTS, ExportUnavailable, export_write
+from analysis.exports import EXPORTS, ExportUnavailable, export_run, export_write, result_exports_of
 from surveys.models import Study
 
 
@@ -14,8 +14,9 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--study", required=True, help="study slug")
         parser.add_argument(
-            "--what", required=True, action="append", choices=sorted(EXPORTS),
-            help="which export (repeat for several): " + "; ".join(f"{k}: {v.description}" for k, v in EXPORTS.items()),
+            "--what", required=True, action="append", choices=sorted(EXPORTS) + ["results"],
+            help="which export (repeat for several); 'results' writes every result table of the run. "
+            + "; ".join(f"{k}: {v.description}" for k, v in EXPORTS.items()),
         )
         parser.add_argument("--out", required=True, help="output folder")
 
@@ -23,9 +24,9 @@ class Command(BaseCommand):
         target = Study.objects.filter(slug=study).first()
         if target is None:
             raise CommandError(f'no study "{study}"')
-        for name in what:
-            try:
-                path = export_write(study=target, what=name, out_dir=Path(out))
-            except ExportUnavailable as exc:
-                raise CommandError(str(exc)) from None
-            self.stdout.write(f"wrote {path}")
+        try:
+            names = [n for w in what for n in (result_exports_of(export_run(study=target)) if w == "results" else [w])]
+            for name in names:
+                self.stdout.write(f"wrote {export_write(study=target, what=name, out_dir=Path(out))}")
+        except ExportUnavailable as exc:
+            raise CommandError(str(exc)) from None

@@ -1,0 +1,19 @@
+from django.urls import path
+
+from . import views
+
+app_name = "researcher"
+urlpatterns = [
+    path("studies/", views.study_list, name="study_list"),
+    path("studies/<slug:slug>/", views.dashboard, name="dashboard"),
+    path("studies/<slug:slug>/dashboard.json", views.dashboard_data, name="dashboard_data"),
+    path("studies/<slug:slug>/runs/", views.run_start, name="run_start"),
+    path("studies/<slug:slug>/runs/<int:run_id>.json", views.run_status, name="run_status"),
+    path("studies/<slug:slug>/runs/<int:run_id>/", views.results, name="results"),
+    path("studies/<slug:slug>/runs/<int:run_id>/tables/<str:name>.csv", views.table_csv, name="table_csv"),
+    path("studies/<slug:slug>/runs/<int:run_id>/figures/<str:key>.csv", views.figure_csv, name="figure_csv"),
+    path("studies/<slug:slug>/import/", views.import_data, name="import"),
+    path("studies/<slug:slug>/exports/", views.export_list, name="exports"),
+    path("studies/<slug:slug>/exports/everything.zip", views.export_everything, name="export_everything"),
+    path("studies/<slug:slug>/exports/<str:name>.csv", views.export_download, name="export_download"),
+]

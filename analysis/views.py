@@ -1,0 +1,240 @@
+"""Researcher pages: study list, live dashboard, analysis runs, results, exports, imports.
+
+Every view resolves the study through ``study_for_user`` (404 for a study the
+user may not see) and stays thin: reads come from selectors, writes from services.
+"""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.db.models import Count, Q
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.template.loader import render_to_string
+from django.views.decorators.http import require_POST
+
+from surveys.access import studies_visible_to, study_for_user
+from surveys.monitoring import dashboard_snapshot
+
+from . import charts, exports, importers, selectors, services
+from .forms import GoldImportForm, ResponsesImportForm
+from .models import AnalysisRun
+
+FUNNEL_LABELS = [
+    ("entered", "Entered"), ("consented", "Consented"), ("in_progress", "In progress"), ("idle", "Idle > 15 min"),
+    ("completed", "Completed"), ("exited", "Exited early"), ("declined", "Declined consent"),
+    ("turned_away", "Turned away (study full)"), ("target", "Target completions"),
+]
+
+
+@login_required
+def study_list(request: HttpRequest) -> HttpResponse:
+    studies = studies_visible_to(request.user).annotate(
+        completed=Count("participants", filter=Q(participants__status="completed", participants__is_preview=False))
+    ).order_by("slug")
+    return render(request, "researcher/study_list.html", {"studies": studies})
+
+
+def _run_context(study) -> dict:
+    run = selectors.analysis_run_latest(study=study)
+    flow = None
+    if run is not None and run.status == AnalysisRun.Status.DONE:
+        frame = selectors.result_table_frame(run=run, name="filter_flow")
+        if frame is not None:
+            flow = {"columns": list(frame.columns), "rows": frame.astype(object).where(frame.notna(), "").values.tolist()}
+    return {"study": study, "run": run, "flow": flow}
+
+
+@login_required
+def dashboard(request: HttpRequest, slug: str) -> HttpResponse:
+    study = study_for_user(request.user, slug)
+    snapshot = dashboard_snapshot(study)
+    funnel_rows = [(key, label, snapshot["funnel"][key]) for key, label in FUNNEL_LABELS]
+    return render(request, "researcher/dashboard.html",
+                  {**_run_context(study), "snapshot": snapshot, "funnel_rows": funnel_rows})
+
+
+@login_required
+def dashboard_data(request: HttpRequest, slug: str) -> JsonResponse:
+    study = study_for_user(request.user, slug)
+    run_html = render_to_string("researcher/_run_status.html", _run_context(study), request=request)
+    return JsonResponse({**dashboard_snapshot(study), "run_html": run_html})
+
+
+@login_required
+@require_POST
+def run_start(request: HttpRequest, slug: str) -> HttpResponse:
+    study = study_for_user(request.user, slug)
+    services.analysis_run_create(study=study, requested_by=request.user.get_username())
+    return redirect("researcher:dashboard", slug=study.slug)
+
+
+@login_required
+def run_status(request: HttpRequest, slug: str, run_id: int) -> JsonResponse:
+    study = study_for_user(request.user, slug)
+    run = get_object_or_404(AnalysisRun, study=study, pk=run_id)
+    return JsonResponse({"id": run.pk, "status": run.status, "step": run.step, "error": run.error,
+                         "created_at": run.created_at, "finished_at": run.finished_at})
+
+
+RESULT_SECTIONS = [
+    ("filter_flow", "Exclusion flow"),
+    ("win_table", "Win table (zero-shot vs fine-tuned, reference points)"),
+    ("win_summary", "Win table summary per scenario"),
+    ("descriptives", "Descriptives: mean, SD, n, 95% CI"),
+    ("ttests", "Group comparisons (Welch t-tests, Holm within grouping x level)"),
+    ("anova", "Regional one-way ANOVA"),
+    ("welch_anova", "Regional Welch ANOVA"),
+    ("games_howell", "Games-Howell follow-ups"),
+    ("kruskal", "Kruskal-Wallis"),
+    ("region_means", "Mean rating per region (the maps)"),
+    ("wilcoxon", "Paired zero-shot vs fine-tuned (Wilcoxon signed-rank)"),
+    ("rank_summary", "Mean ranks"),
+    ("friedman", "Friedman test per block"),
+    ("bradley_terry", "Plackett-Luce strength per system"),
+    ("best_worst", "Best-worst scores"),
+    ("agreement", "Krippendorff's alpha"),
+    ("rater_loo", "Rater vs leave-one-out mean"),
+    ("rater_judge", "Raters vs the LLM judge (gold scores)"),
+    ("mixed_model", "Mixed-effects model"),
+    ("ordinal_model", "Ordinal (cumulative logit) model"),
+    ("position_bias", "Position bias"),
+    ("sensitivity_ttests", "Sensitivity: t-tests with and without the straight-lining rule"),
+    ("sensitivity_win_table", "Sensitivity: win table with and without the straight-lining rule"),
+]
+LEVELS = ("participant", "rating")
+
+
+def _table_for_display(frame, *, level: str):
+    if "level" in frame.columns and level in set(frame["level"]):
+        frame = frame[frame["level"] == level]
+    shown = frame.round(4).astype(object).where(frame.notna(), "")
+    return {"columns": list(shown.columns), "rows": shown.values.tolist(), "n_rows": len(shown)}
+
+
+@login_required
+def results(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
+    study = study_for_user(request.user, slug)
+    run = get_object_or_404(AnalysisRun, study=study, pk=run_id, status=AnalysisRun.Status.DONE)
+    level = request.GET.get("level", "participant")
+    if level not in LEVELS:
+        level = "participant"
+    frames = selectors.result_tables(run=run)
+    sections = [
+        {"name": name, "title": title, **_table_for_display(frames[name], level=level)}
+        for name, title in RESULT_SECTIONS if name in frames
+    ]
+    return render(request, "researcher/results.html", {
+        "study": study, "run": run, "sections": sections, "level": level, "levels": LEVELS,
+        "figures": charts.results_figures(frames),
+    })
+
+
+@login_required
+def import_data(request: HttpRequest, slug: str) -> HttpResponse:
+    """Upload responses collected elsewhere, or gold scores; all-or-nothing with every problem listed."""
+    study = study_for_user(request.user, slug)
+    responses_form, gold_form = ResponsesImportForm(), GoldImportForm()
+    problems, report, status = [], None, 200
+    if request.method == "POST":
+        kind = request.POST.get("kind")
+        if kind == "gold":
+            gold_form = GoldImportForm(request.POST, request.FILES)
+            form, run_import = gold_form, lambda f: importers.gold_import(study=study, gold_file=f["gold"])
+        else:
+            responses_form = ResponsesImportForm(request.POST, request.FILES)
+            form, run_import = responses_form, lambda f: importers.responses_import(
+                study=study, participants_file=f["participants"], ratings_file=f["ratings"])
+        if form.is_valid():
+            try:
+                report = run_import(form.cleaned_data)
+            except importers.ImportProblems as exc:
+                problems, status = exc.problems, 400
+        else:
+            status = 400
+    return render(request, "researcher/import.html", {
+        "study": study, "responses_form": responses_form, "gold_form": gold_form, "problems": problems,
+        "report": report,
+    }, status=status)
+
+
+def _csv_response(lines, filename: str) -> StreamingHttpResponse:
+    response = StreamingHttpResponse(exports.csv_bytes(lines), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
+
+
+@login_required
+def export_list(request: HttpRequest, slug: str) -> HttpResponse:
+    study = study_for_user(request.user, slug)
+    run = selectors.analysis_run_latest_done(study=study)
+    available = exports.result_exports_of(run) if run else []
+    files = [(name, exports.EXPORTS[name]) for name in ["participants", "ratings", *available]]
+    return render(request, "researcher/exports.html", {"study": study, "run": run, "files": files})
+
+
+@login_required
+def export_download(request: HttpRequest, slug: str, name: str) -> HttpResponse:
+    study = study_for_user(request.user, slug)
+    if name not in exports.EXPORTS:
+        raise Http404("No such export")
+    if name == "identifiers" and request.GET.get("confirm") != "1":
+        return redirect("researcher:exports", slug=study.slug)
+    try:
+        run = exports.export_run(study=study)
+        lines = exports.export_lines(run=run, what=name)
+        header = next(lines)
+    except exports.ExportUnavailable as exc:
+        return render(request, "researcher/export_unavailable.html", {"study": study, "reason": str(exc)}, status=404)
+    return _csv_response(_prepend(header, lines), exports.EXPORTS[name].filename)
+
+
+def _prepend(first, rest):
+    yield first
+    yield from rest
+
+
+@login_required
+def export_everything(request: HttpRequest, slug: str) -> HttpResponse:
+    study = study_for_user(request.user, slug)
+    try:
+        run = exports.export_run(study=study)
+    except exports.ExportUnavailable as exc:
+        return render(request, "researcher/export_unavailable.html", {"study": study, "reason": str(exc)}, status=404)
+    response = StreamingHttpResponse(exports.everything_zip(run=run), content_type="application/zip")
+    response["Content-Disposition"] = f'attachment; filename="{study.slug}-run{run.pk}-for-the-paper.zip"'
+    return response
+
+
+@login_required
+def table_csv(request: HttpRequest, slug: str, run_id: int, name: str) -> HttpResponse:
+    study = study_for_user(request.user, slug)
+    run = get_object_or_404(AnalysisRun, study=study, pk=run_id, status=AnalysisRun.Status.DONE)
+    frame = selectors.result_table_frame(run=run, name=name)
+    if frame is None:
+        raise Http404("No such table")
+    return _csv_response(_frame_lines(frame), f"{name}.csv")
+
+
+FIGURE_SOURCES = {"rating_means": "descriptives", "win_grid": "win_table", "position_bias": "position_bias",
+                  "strength": "bradley_terry"}
+
+
+@login_required
+def figure_csv(request: HttpRequest, slug: str, run_id: int, key: str) -> HttpResponse:
+    """The data behind one figure of the results page."""
+    study = study_for_user(request.user, slug)
+    run = get_object_or_404(AnalysisRun, study=study, pk=run_id, status=AnalysisRun.Status.DONE)
+    table_name = "region_means" if key.startswith("map_") else FIGURE_SOURCES.get(key)
+    frame = selectors.result_table_frame(run=run, name=table_name) if table_name else None
+    if frame is None:
+        raise Http404("No such figure")
+    if key.startswith("map_"):
+        frame = frame[frame["scenario"] == key.removeprefix("map_")]
+    return _csv_response(_frame_lines(frame), f"{key}.csv")
+
+
+def _frame_lines(frame):
+    yield list(frame.columns)
+    for record in frame.itertuples(index=False):
+        yield [exports.csv_cell(None if value != value else value) for value in record]

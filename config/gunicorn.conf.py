@@ -1,0 +1,26 @@
+"""gunicorn settings for the production stack (bin/serve-production)."""
+
+import multiprocessing
+import os
+
+bind = os.environ.get("GUNICORN_BIND", "127.0.0.1:8000")
+workers = int(os.environ.get("GUNICORN_WORKERS", multiprocessing.cpu_count() * 2 + 1))
+threads = int(os.environ.get("GUNICORN_THREADS", 1))
+timeout = int(os.environ.get("GUNICORN_TIMEOUT", 30))
+graceful_timeout = 20
+keepalive = 5
+max_requests = 5000
+max_requests_jitter = 500
+accesslog = os.environ.get("GUNICORN_ACCESS_LOG", "-")
+# The access log passes through the same filter as Django's logs, so panel ids
+# in an entry URL never reach the log.
+logconfig_dict = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "filters": {"mask_ids": {"()": "config.security.MaskParticipantIdsFilter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["mask_ids"]}},
+    "loggers": {
+        "gunicorn.error": {"handlers": ["console"], "level": "INFO", "propagate": False},
+        "gunicorn.access": {"handlers": ["console"], "level": "INFO", "propagate": False},
+    },
+}

@@ -1,0 +1,40 @@
+"""A database outage answers a fast "please retry" page (503), never a 500."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from django.db import DatabaseError, InterfaceError, OperationalError, connections
+from django.http import HttpRequest, HttpResponse
+from django.template.loader import render_to_string
+
+logger = logging.getLogger(__name__)
+
+
+class DatabaseUnavailableMiddleware:
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if not isinstance(exception, (OperationalError, InterfaceError)) or not _is_connection_failure(exception):
+            return None
+        logger.warning("database unavailable: %s", exception.__class__.__name__)
+        for connection in connections.all(initialized_only=True):
+            # Drop the broken connection so the next request reconnects.
+            connection.close_if_unusable_or_obsolete()
+        body = render_to_string("503.html", request=None)
+        response = HttpResponse(body, status=503)
+        response["Retry-After"] = "5"
+        return response
+
+
+def _is_connection_failure(exception: DatabaseError) -> bool:
+    text = str(exception).lower()
+    # SQLite "database is locked" is a contention problem, also worth a retry.
+    markers = ("connection", "could not connect", "server closed", "terminating", "database is locked",
+               "the database system is", "timeout", "no route", "refused")
+    return isinstance(exception, InterfaceError) or any(marker in text for marker in markers)

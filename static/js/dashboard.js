@@ -1,0 +1,62 @@
+// Live dashboard: poll the JSON snapshot and update numbers and charts in place.
+(function () {
+  "use strict";
+  var root = document.getElementById("dashboard");
+  if (!root) { return; }
+  var url = root.getAttribute("data-url");
+  var INTERVAL_MS = 4000;
+
+  function get(obj, path) {
+    return path.split(".").reduce(function (o, k) { return o == null ? o : o[k]; }, obj);
+  }
+
+  function updateFields(data) {
+    root.querySelectorAll("[data-field]").forEach(function (el) {
+      var value = get(data, el.getAttribute("data-field"));
+      el.textContent = value == null ? "–" : String(value);
+    });
+  }
+
+  function drawCharts(data) {
+    if (!window.Plotly) { return; }
+    var cfg = { displaylogo: false, responsive: true };
+    var hours = data.completions_by_hour || [];
+    Plotly.react("chart-completions", [{ type: "bar", x: hours.map(function (h) { return h.hour; }),
+      y: hours.map(function (h) { return h.n; }), name: "completions" }],
+      { title: { text: "Completions per hour" }, margin: { t: 40, r: 10 }, height: 260 }, cfg);
+    Plotly.react("chart-durations", [{ type: "histogram", x: data.durations.minutes, nbinsx: 20 }],
+      { title: { text: "Minutes to complete" }, margin: { t: 40, r: 10 }, height: 260 }, cfg);
+    var cov = data.position_coverage || [];
+    var items = [], positions = [], z = {};
+    cov.forEach(function (r) {
+      if (items.indexOf(r.item) < 0) { items.push(r.item); }
+      if (positions.indexOf(r.position) < 0) { positions.push(r.position); }
+      z[r.item + "|" + r.position] = r.n;
+    });
+    positions.sort(function (a, b) { return a - b; });
+    Plotly.react("chart-positions", [{ type: "heatmap", x: positions.map(function (p) { return "position " + p; }),
+      y: items, z: items.map(function (it) { return positions.map(function (p) { return z[it + "|" + p] || 0; }); }),
+      colorscale: "Blues" }],
+      { title: { text: "Item x display position (counterbalancing)" }, height: Math.max(300, items.length * 9 + 80),
+        margin: { t: 40, l: 70 } }, cfg);
+  }
+
+  function render(data) {
+    updateFields(data);
+    drawCharts(data);
+    if (data.run_html !== undefined) { document.getElementById("run-status").innerHTML = data.run_html; }
+    document.getElementById("updated-at").textContent = "Updated " + new Date().toLocaleTimeString();
+  }
+
+  function poll() {
+    fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } })
+      .then(function (r) { return r.ok ? r.json() : null; })
+      .then(function (data) { if (data) { render(data); } })
+      .catch(function () { /* a missed update is retried on the next tick */ })
+      .finally(function () { window.setTimeout(poll, INTERVAL_MS); });
+  }
+
+  var initial = document.getElementById("dashboard-initial");
+  if (initial) { render(JSON.parse(initial.textContent)); }
+  window.setTimeout(poll, INTERVAL_MS);
+}());

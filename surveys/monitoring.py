@@ -1,0 +1,101 @@
+"""Reads for the live dashboard. Each function is a fixed number of queries,
+whatever the number of participants."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from statistics import median
+from typing import Any
+
+from django.db.models import Count, Max, Q, Sum
+from django.db.models.functions import TruncHour
+
+from . import clock
+from .models import BlockVisit, ConsentDecline, ItemPlacement, Participant, Study, TurnAway
+
+IDLE_AFTER = timedelta(minutes=15)
+
+
+def study_funnel(study: Study) -> dict[str, Any]:
+    counts = Participant.objects.filter(study=study, is_preview=False).aggregate(
+        consented=Count("id"),
+        in_progress=Count("id", filter=Q(status=Participant.Status.IN_PROGRESS)),
+        completed=Count("id", filter=Q(status=Participant.Status.COMPLETED)),
+        exited=Count("id", filter=Q(status=Participant.Status.EXITED)),
+        idle=Count(
+            "id",
+            filter=Q(status=Participant.Status.IN_PROGRESS)
+            & (Q(last_seen_at__lt=clock.now() - IDLE_AFTER) | Q(last_seen_at__isnull=True, started_at__lt=clock.now() - IDLE_AFTER)),
+        ),
+    )
+    declined = ConsentDecline.objects.filter(study=study).aggregate(n=Sum("count"))["n"] or 0
+    turned_away = TurnAway.objects.filter(study=study).aggregate(n=Sum("count"))["n"] or 0
+    # People who entered but left before consenting leave no trace by design.
+    entered = counts["consented"] + declined + turned_away
+    return {**counts, "declined": declined, "turned_away": turned_away, "entered": entered,
+            "target": study.target_completions}
+
+
+def completions_by_hour(study: Study) -> list[dict[str, Any]]:
+    rows = (
+        Participant.objects.filter(study=study, is_preview=False, status=Participant.Status.COMPLETED)
+        .annotate(hour=TruncHour("finished_at"))
+        .values("hour")
+        .annotate(n=Count("id"))
+        .order_by("hour")
+    )
+    return [{"hour": r["hour"].isoformat(), "n": r["n"]} for r in rows]
+
+
+def duration_summary(study: Study) -> dict[str, Any]:
+    pairs = Participant.objects.filter(
+        study=study, is_preview=False, status=Participant.Status.COMPLETED, started_at__isnull=False
+    ).values_list("started_at", "finished_at")
+    minutes = sorted(round((finished - started).total_seconds() / 60, 2) for started, finished in pairs)
+    return {"n": len(minutes), "median": median(minutes) if minutes else None, "minutes": minutes}
+
+
+def attention_summary(study: Study) -> dict[str, int]:
+    return BlockVisit.objects.filter(
+        participant__study=study, participant__is_preview=False, attention_check__isnull=False, submitted_at__isnull=False
+    ).aggregate(
+        answered=Count("id"),
+        failed=Count("id", filter=Q(attention_passed=False)),
+        participants_failing=Count("participant", filter=Q(attention_passed=False), distinct=True),
+    )
+
+
+def position_coverage(study: Study) -> list[dict[str, Any]]:
+    """How often each item was shown at each position (is counterbalancing holding?)."""
+    rows = (
+        ItemPlacement.objects.filter(visit__participant__study=study, visit__participant__is_preview=False)
+        .values("item__key", "item__block__key", "position")
+        .annotate(n=Count("id"))
+        .order_by("item__block__order", "item__option", "position")
+    )
+    return [{"item": r["item__key"], "block": r["item__block__key"], "position": r["position"], "n": r["n"]} for r in rows]
+
+
+def block_coverage(study: Study) -> list[dict[str, Any]]:
+    rows = (
+        BlockVisit.objects.filter(participant__study=study, participant__is_preview=False, block__isnull=False)
+        .values("block__key")
+        .annotate(shown=Count("id", filter=Q(shown_at__isnull=False)), answered=Count("id", filter=Q(submitted_at__isnull=False)))
+        .order_by("block__order")
+    )
+    return [{"block": r["block__key"], "shown": r["shown"], "answered": r["answered"]} for r in rows]
+
+
+def last_activity(study: Study):
+    return Participant.objects.filter(study=study, is_preview=False).aggregate(at=Max("last_seen_at"))["at"]
+
+
+def dashboard_snapshot(study: Study) -> dict[str, Any]:
+    return {
+        "funnel": study_funnel(study),
+        "completions_by_hour": completions_by_hour(study),
+        "durations": duration_summary(study),
+        "attention": attention_summary(study),
+        "block_coverage": block_coverage(study),
+        "position_coverage": position_coverage(study),
+    }

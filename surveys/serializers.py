@@ -1,0 +1,50 @@
+from rest_framework import serializers
+
+from .models import Participant, Study
+
+
+class StudySerializer(serializers.ModelSerializer):
+    n_participants = serializers.IntegerField(read_only=True)
+    n_completed = serializers.IntegerField(read_only=True)
+
+    class Meta:
+        model = Study
+        fields = [
+            "slug", "title", "description", "is_demo_content", "is_open", "ranking_enabled", "best_worst_enabled",
+            "target_completions", "n_participants", "n_completed", "created_at", "updated_at",
+        ]
+
+
+class StudyDetailSerializer(StudySerializer):
+    n_blocks = serializers.IntegerField(read_only=True)
+    n_items = serializers.IntegerField(read_only=True)
+    quality_thresholds = serializers.DictField(read_only=True)
+
+    class Meta(StudySerializer.Meta):
+        fields = StudySerializer.Meta.fields + ["n_blocks", "n_items", "quality_thresholds"]
+
+
+class DefinitionUploadSerializer(serializers.Serializer):
+    definition = serializers.JSONField(help_text="a study definition (docs/study-definition.md)")
+
+
+class ParticipantSerializer(serializers.ModelSerializer):
+    participant_id = serializers.CharField(source="pseudonym")
+
+    class Meta:
+        model = Participant
+        fields = [
+            "participant_id", "status", "source", "started_at", "finished_at", "age", "sex", "gender", "race",
+            "hispanic", "education", "employment", "state",
+        ]
+
+
+class RatingRowSerializer(serializers.Serializer):
+    participant_id = serializers.CharField()
+    block_id = serializers.CharField()
+    response_id = serializers.CharField()
+    dimension = serializers.CharField(source="dimension_key")
+    position = serializers.IntegerField()
+    rating = serializers.IntegerField()
+    rank = serializers.IntegerField(allow_null=True)
+    block_order = serializers.IntegerField()
