@@ -43,7 +43,7 @@ def rating_means_by_scenario(descriptives: pd.DataFrame, *, dimension: str | Non
     if table.empty:
         return _empty("Mean rating by system and condition", "No ratings to show yet.")
     scenarios = sorted(table["scenario"].unique())
-    figure = make_subplots(rows=len(scenarios), cols=1, subplot_titles=scenarios, shared_xaxes=False, vertical_spacing=0.04)
+    figure = make_subplots(rows=len(scenarios), cols=1, subplot_titles=scenarios, shared_xaxes=False, vertical_spacing=0.07)
     for row, scenario in enumerate(scenarios, start=1):
         panel = table[table["scenario"] == scenario]
         for condition in panel["condition"].unique():

@@ -13,6 +13,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_POST
 
+from config.security import chart_page_csp
 from surveys.access import studies_visible_to, study_for_user
 from surveys.monitoring import dashboard_snapshot
 
@@ -46,6 +47,7 @@ def _run_context(study) -> dict:
 
 
 @login_required
+@chart_page_csp
 def dashboard(request: HttpRequest, slug: str) -> HttpResponse:
     study = study_for_user(request.user, slug)
     snapshot = dashboard_snapshot(study)
@@ -113,6 +115,7 @@ def _table_for_display(frame, *, level: str):
 
 
 @login_required
+@chart_page_csp
 def results(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
     study = study_for_user(request.user, slug)
     run = get_object_or_404(AnalysisRun, study=study, pk=run_id, status=AnalysisRun.Status.DONE)
