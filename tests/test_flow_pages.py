@@ -8,6 +8,7 @@ import pytest
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
+from django.utils.html import escape
 
 from surveys import services
 from surveys.models import BlockVisit, FreeTextAnswer, Item, ItemPlacement, Participant, Rating
@@ -33,7 +34,8 @@ def test_it_shows_the_scenario_and_five_labelled_responses_in_the_stored_order(c
     visit = participant.visits.order_by("sequence").first()
     placements = list(visit.placements.order_by("position").select_related("item"))
     assert spec.placements == [p.pk for p in placements]
-    assert "Person:" in html and visit.block.scenario.user_input[:30] in html
+    # The scenario is escaped on output (apostrophes become &#x27;).
+    assert "Person:" in html and escape(visit.block.scenario.user_input) in html
     positions = [html.index(f"<h2 id=\"response-{p.pk}\">Response {p.position}</h2>") for p in placements]
     assert positions == sorted(positions)
     assert 'Block 1 of 24' in html
