@@ -1,0 +1,84 @@
+"""CSV exports (DESIGN 3.3) from the latest finished run."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from analysis.exports import EXPORTS, IDENTIFIER_EXPORT_COLUMNS, PARTICIPANT_EXPORT_COLUMNS, csv_cell
+from analysis.importers import gold_import, responses_import
+from analysis.models import AnalysisRun
+from analysis.tasks import run_analysis
+from surveys.models import Participant
+from tests.quality_data import expected_flow, planted_files, planted_population
+
+
+@pytest.fixture
+def analysed(tide):
+    people = [p for p in planted_population(n_honest=6) if not p.live]
+    files = planted_files(people)
+    responses_import(study=tide, participants_file=io.StringIO(files.participants_csv),
+                     ratings_file=io.StringIO(files.ratings_csv))
+    gold_import(study=tide, gold_file=io.StringIO(files.gold_csv))
+    Participant.objects.filter(external_id="honest000").update(education="=HYPERLINK(\"http://x\")")
+    run = AnalysisRun.objects.create(study=tide, thresholds=tide.quality_thresholds)
+    run_analysis(run.pk)
+    return people
+
+
+def read(path) -> list[dict]:
+    with open(path, newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+@pytest.mark.parametrize(
+    ("value", "cell"),
+    [("=SUM(A1)", "'=SUM(A1)"), ("+1", "'+1"), ("-x", "'-x"), ("@me", "'@me"), ("\tx", "'\tx"), ("\rx", "'\rx"),
+     ("plain", "plain"), (-1.5, "-1.5"), (3, "3"), (None, ""), (float("nan"), ""), (True, "true"), (False, "false")],
+)
+def test_csv_cells_are_safe_to_open_in_a_spreadsheet(value, cell):
+    assert csv_cell(value) == cell
+
+
+def test_it_exports_participants_with_pseudonyms_and_quality_fields(analysed, tmp_path):
+    call_command("export", "--study", "tide", "--what", "participants", "--out", str(tmp_path))
+    rows = read(tmp_path / "participants.csv")
+    with open(tmp_path / "participants.csv", newline="") as handle:
+        assert next(csv.reader(handle)) == PARTICIPANT_EXPORT_COLUMNS
+    people = {p.external_id: p for p in analysed}
+    by_pseudonym = dict(Participant.objects.values_list("pseudonym", "external_id"))
+    assert len(rows) == len(people)
+    for row in rows:
+        assert row["participant_id"].startswith("p_") and row["participant_id"] in by_pseudonym
+        assert row["excluded_by"] == people[by_pseudonym[row["participant_id"]]].excluded_by
+    text = (tmp_path / "participants.csv").read_text()
+    assert not any(external_id in text for external_id in people)
+    honest = next(r for r in rows if by_pseudonym[r["participant_id"]] == "honest000")
+    assert honest["education"] == "'=HYPERLINK(\"http://x\")"
+    assert honest["state"] == "CA" and honest["region"] == "West" and honest["attention_passed"] == "true"
+    assert honest["payable"] == "true" and honest["reject_reason"] == ""
+    assert float(honest["duration_minutes"]) == 28.0
+
+
+def test_it_exports_the_filter_flow_and_the_identifiers(analysed, tmp_path):
+    call_command("export", "--study", "tide", "--what", "filter-flow", "--what", "identifiers", "--out", str(tmp_path))
+    flow = read(tmp_path / "filter_flow.csv")
+    assert [{k: (v if k == "rule" else int(v)) for k, v in row.items()} for row in flow] == expected_flow(analysed)
+    identifiers = read(tmp_path / "identifiers.csv")
+    assert list(identifiers[0]) == IDENTIFIER_EXPORT_COLUMNS
+    exited = next(r for r in identifiers if r["external_id"] == "exit_early")
+    assert (exited["payable"], exited["completion_code"]) == ("false", "")
+
+
+def test_it_refuses_to_export_before_a_run_has_finished(tide, tmp_path):
+    with pytest.raises(CommandError, match="no finished analysis run"):
+        call_command("export", "--study", "tide", "--what", "participants", "--out", str(tmp_path))
+    assert not (tmp_path / "participants.csv").exists()
+
+
+def test_exports_are_a_registry():
+    assert {"participants", "filter-flow", "identifiers"} <= set(EXPORTS)
+    assert EXPORTS["filter-flow"].filename == "filter_flow.csv"

@@ -1,0 +1,164 @@
+"""Real Celery workers on Redis and PostgreSQL: a run completes, and completes exactly once
+when its worker is killed mid-run and another worker takes over.
+
+Skipped unless CELERY_BROKER_URL is set (and the database is PostgreSQL);
+with REQUIRE_SERVICES=1 a missing service fails the test instead.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from analysis.importers import gold_import, responses_import
+from analysis.models import AnalysisRun, ParticipantResult, ResultTable
+from analysis.services import analysis_run_create
+from tests.quality_data import planted_files, planted_population
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.worker
+
+
+def _require(condition: bool, reason: str) -> None:
+    if condition:
+        return
+    if os.environ.get("REQUIRE_SERVICES") == "1":
+        pytest.fail(f"REQUIRE_SERVICES=1 but {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture
+def broker():
+    url = os.environ.get("CELERY_BROKER_URL", "")
+    _require(bool(url), "CELERY_BROKER_URL is not set")
+    _require(connection.vendor == "postgresql", "the worker tests need DATABASE_URL on PostgreSQL")
+    import redis
+
+    client = redis.Redis.from_url(url)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        _require(False, f"Redis at {url} is not reachable: {exc}")
+    client.flushdb()
+    yield url
+    client.flushdb()
+
+
+def _test_database_url() -> str:
+    db = settings.DATABASES["default"]
+    auth = quote(db["USER"] or "") + (":" + quote(db["PASSWORD"]) if db.get("PASSWORD") else "")
+    return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+class Worker:
+    def __init__(self, name: str, app: str, log: Path, **env: str):
+        self.log = log
+        full_env = {**os.environ, "DATABASE_URL": _test_database_url(), "PYTHONPATH": str(ROOT), **env}
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", app, "worker", "--pool=solo", "--concurrency=1", "-l", "info",
+             "-n", f"{name}@%h", "--without-gossip", "--without-mingle", "--without-heartbeat"],
+            cwd=ROOT, env=full_env, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True,
+        )
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(10)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(20)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def output(self) -> str:
+        return self.log.read_text() if self.log.exists() else ""
+
+
+@pytest.fixture
+def workers(tmp_path):
+    started: list[Worker] = []
+
+    def start(name: str, app: str = "config", **env: str) -> Worker:
+        worker = Worker(name, app, tmp_path / f"{name}.log", **env)
+        started.append(worker)
+        return worker
+
+    yield start
+    for worker in started:
+        worker.stop()
+
+
+@pytest.fixture
+def imported(transactional_db, tide):
+    people = [p for p in planted_population(n_honest=30) if not p.live]
+    files = planted_files(people)
+    responses_import(study=tide, participants_file=io.StringIO(files.participants_csv),
+                     ratings_file=io.StringIO(files.ratings_csv))
+    gold_import(study=tide, gold_file=io.StringIO(files.gold_csv))
+    return tide
+
+
+def wait_for(predicate, timeout: float, what: str, workers_to_show=()):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.3)
+    logs = "\n".join(f"--- {w.log.name}\n{w.output()[-3000:]}" for w in workers_to_show)
+    pytest.fail(f"timed out after {timeout}s waiting for {what}\n{logs}")
+
+
+def status_of(run: AnalysisRun) -> str:
+    run.refresh_from_db()
+    return run.status
+
+
+def test_a_real_worker_computes_a_queued_run(broker, imported, workers):
+    worker = workers("solo")
+    run = analysis_run_create(study=imported, requested_by="worker test")
+    wait_for(lambda: status_of(run) in {"done", "failed"}, 90, "the run to finish", [worker])
+    assert run.status == "done", run.error
+    assert run.attempts == 1
+    assert ParticipantResult.objects.filter(run=run).count() == imported.participants.count()
+    assert "done (attempt 1)" in worker.output()
+
+
+def test_a_run_whose_worker_is_killed_completes_exactly_once_on_another_worker(broker, imported, workers):
+    slow = workers("doomed", app="tests.celery_test_app", TEST_STATISTICS_DELAY="300", TEST_VISIBILITY_TIMEOUT="3600")
+    run = analysis_run_create(study=imported, requested_by="kill test")
+
+    def in_statistics() -> bool:
+        run.refresh_from_db()
+        return run.status == "running" and run.step == "statistics"
+
+    wait_for(in_statistics, 90, "the first attempt to reach the statistics step", [slow])
+    # Its quality results are written; now the machine dies.
+    assert ParticipantResult.objects.filter(run=run).count() == imported.participants.count()
+    slow.kill()
+    run.refresh_from_db()
+    assert (run.status, run.attempts) == ("running", 1)
+
+    rescuer = workers("rescuer", app="tests.celery_test_app", TEST_VISIBILITY_TIMEOUT="3", TEST_RUN_LEASE_SECONDS="5")
+    wait_for(lambda: status_of(run) in {"done", "failed"}, 120, "the redelivered run to finish", [slow, rescuer])
+    assert run.status == "done", run.error
+    assert run.attempts == 2
+    n = imported.participants.count()
+    assert ParticipantResult.objects.filter(run=run).count() == n
+    assert ParticipantResult.objects.filter(run=run).values("participant").distinct().count() == n
+    assert ResultTable.objects.filter(run=run, name="filter_flow").count() == 1
+    log = slow.output() + rescuer.output()
+    assert log.count(f"run {run.pk} done") == 1
+    assert "done (attempt 2)" in rescuer.output()
