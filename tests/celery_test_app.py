@@ -32,9 +32,9 @@ if os.environ.get("TEST_STATISTICS_DELAY"):
     _real_statistics = pipeline.run_statistics
     _delay = float(os.environ["TEST_STATISTICS_DELAY"])
 
-    def _slow_statistics(run, ratings, participants):
+    def _slow_statistics(*args, **kwargs):
         time.sleep(_delay)
-        return _real_statistics(run, ratings, participants)
+        return _real_statistics(*args, **kwargs)
 
     pipeline.run_statistics = _slow_statistics
 
