@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 
 import pandas as pd
+from django.conf import settings
 
 from analysis import services, stats
 from analysis.models import AnalysisRun
@@ -27,9 +28,18 @@ def retained(ratings: pd.DataFrame, participants: pd.DataFrame, *, keep_rules: t
     return ratings[ratings["participant_id"].isin(kept["participant_id"])], kept
 
 
-def _call(name: str, ratings: pd.DataFrame, participants: pd.DataFrame) -> pd.DataFrame:
+def model_options(*, model_max_rows: int, bootstrap_samples: int) -> dict[str, dict[str, int]]:
+    """Keyword arguments of the slow analyses; their result tables state any subsampling."""
+    return {
+        "mixed_model": {"max_rows": model_max_rows},
+        "ordinal_model": {"max_rows": model_max_rows},
+        "bradley_terry": {"n_boot": bootstrap_samples},
+    }
+
+
+def _call(name: str, ratings: pd.DataFrame, participants: pd.DataFrame, options: dict[str, dict[str, int]]) -> pd.DataFrame:
     inputs = {"ratings": ratings, "participants": participants}
-    return stats.ANALYSES[name](*(inputs[i] for i in stats.ANALYSIS_INPUTS[name]))
+    return stats.ANALYSES[name](*(inputs[i] for i in stats.ANALYSIS_INPUTS[name]), **options.get(name, {}))
 
 
 def compute_statistics(
@@ -37,10 +47,12 @@ def compute_statistics(
     participants: pd.DataFrame,
     gold: pd.DataFrame,
     *,
+    options: dict[str, dict[str, int]] | None = None,
     timings: dict[str, float] | None = None,
 ) -> dict[str, pd.DataFrame]:
     """Every statistics table for one run, by export name (pure: frames in, frames out)."""
     timings = {} if timings is None else timings
+    options = options or {}
     kept_ratings, kept_participants = retained(ratings, participants)
     tables: dict[str, pd.DataFrame] = {}
 
@@ -50,7 +62,7 @@ def compute_statistics(
         timings[name] = round(time.perf_counter() - began, 3)
 
     for name in stats.ANALYSES:
-        timed(name, lambda name=name: _call(name, kept_ratings, kept_participants))
+        timed(name, lambda name=name: _call(name, kept_ratings, kept_participants, options))
     loose_ratings, loose_participants = retained(ratings, participants, keep_rules=("straightlining",))
     for name in SENSITIVITY_ANALYSES:
         # The looser participant set is a superset, so it serves both variants' demographic lookups.
@@ -70,6 +82,9 @@ def run_statistics(
     retained participants are those whose ``excluded_by`` is empty.
     """
     timings: dict[str, float] = {}
-    tables = compute_statistics(ratings, participants, gold, timings=timings)
+    options = model_options(
+        model_max_rows=settings.ANALYSIS_MODEL_MAX_ROWS, bootstrap_samples=settings.ANALYSIS_BOOTSTRAP_SAMPLES
+    )
+    tables = compute_statistics(ratings, participants, gold, options=options, timings=timings)
     services.result_tables_replace(run=run, tables=tables)
     return timings

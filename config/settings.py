@@ -227,6 +227,11 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # Enqueueing must not hang a request while the broker is down.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 2, "socket_timeout": 5, "max_retries": 1}
 
+# The slow analyses (mixed and ordinal models, Plackett-Luce bootstrap) fit on a
+# documented subsample; their tables say so in their note column.
+ANALYSIS_MODEL_MAX_ROWS = env_int("ANALYSIS_MODEL_MAX_ROWS", 20_000, minimum=100)
+ANALYSIS_BOOTSTRAP_SAMPLES = env_int("ANALYSIS_BOOTSTRAP_SAMPLES", 200, minimum=10)
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.SessionAuthentication",

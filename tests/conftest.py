@@ -98,3 +98,21 @@ class SurveySteps:
 @pytest.fixture
 def steps() -> SurveySteps:
     return SurveySteps()
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _small_model_subsamples():
+    """Analysis runs in tests fit the slow models on a small documented subsample.
+
+    The models' numbers are checked in tests/test_stats.py; here the pipeline is
+    what is under test. Set for this process and for the workers and servers
+    the tests start.
+    """
+    import os
+
+    from django.conf import settings
+
+    os.environ.setdefault("ANALYSIS_MODEL_MAX_ROWS", "3000")
+    os.environ.setdefault("ANALYSIS_BOOTSTRAP_SAMPLES", "30")
+    settings.ANALYSIS_MODEL_MAX_ROWS = int(os.environ["ANALYSIS_MODEL_MAX_ROWS"])
+    settings.ANALYSIS_BOOTSTRAP_SAMPLES = int(os.environ["ANALYSIS_BOOTSTRAP_SAMPLES"])
