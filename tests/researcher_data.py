@@ -90,7 +90,7 @@ def finished_run(study, *, requested_by: str = "owner") -> AnalysisRun:
 
 # The cheap analyses: enough for tables, figures (rating chart, win grid, maps) and
 # exports, in about a second instead of the ~20 s of the mixed and ordinal models.
-QUICK_ANALYSES = ("win_table", "ttests", "anova", "region_means", "descriptives")
+QUICK_ANALYSES = ("win_table", "region_means", "descriptives")
 
 
 @pytest.fixture

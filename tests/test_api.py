@@ -108,7 +108,7 @@ def test_it_lists_a_runs_tables_and_returns_one_as_columns_and_rows(api, done_ru
     base = f"/api/studies/{done_run.study.slug}/runs/{done_run.pk}/tables/"
     listing = api.get(base).json()
     names = [t["name"] for t in listing]
-    assert {"filter_flow", "win_table", "ttests", "region_means", "descriptives"} <= set(names)
+    assert {"filter_flow", "win_table", "region_means", "descriptives"} <= set(names)
     flow = api.get(base + "filter_flow/").json()
     assert flow["columns"] == ["step", "rule", "excluded", "remaining", "flagged_alone"]
     assert flow["rows"][0][:2] == [0, "enrolled"] or flow["rows"][0][3] == 12
@@ -119,7 +119,7 @@ def test_it_lists_a_runs_tables_and_returns_one_as_columns_and_rows(api, done_ru
 
 
 def test_the_level_filter_keeps_one_level(api, done_run):
-    url = f"/api/studies/{done_run.study.slug}/runs/{done_run.pk}/tables/ttests/"
+    url = f"/api/studies/{done_run.study.slug}/runs/{done_run.pk}/tables/region_means/"
     whole = api.get(url).json()
     at = whole["columns"].index("level")
     assert {row[at] for row in whole["rows"]} == {"participant", "rating"}
