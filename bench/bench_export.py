@@ -15,9 +15,10 @@ Usage::
     python bench/bench_export.py                      # SQLite file var/bench_export.sqlite3
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/hev_bench python bench/bench_export.py
     python bench/bench_export.py --participants 1000  # smaller study
-    python bench/bench_export.py --fresh              # drop the data and prepare again
+    python bench/bench_export.py --fresh              # empty the database and prepare again
 
-(PostgreSQL: create the database first, e.g. ``createdb -h 127.0.0.1 -U postgres hev_bench``.)
+The database is the benchmark's own: ``--fresh`` (and a change of size) empties
+it. PostgreSQL: create it first, e.g. ``createdb -h 127.0.0.1 -U postgres hev_bench``.
 """
 
 from __future__ import annotations
@@ -119,10 +120,17 @@ def prepare(n: int) -> None:
 
 
 def drop() -> None:
+    """Empty the benchmark database (it is the benchmark's own: every table is emptied)."""
+    url = os.environ["DATABASE_URL"]
+    if url.startswith("sqlite:"):
+        path = Path(url.removeprefix("sqlite://"))
+        for leftover in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+            leftover.unlink(missing_ok=True)
+        return
     setup_django()
-    from surveys.models import Study
+    from django.core.management import call_command
 
-    Study.objects.filter(slug=SLUG).delete()
+    call_command("flush", interactive=False, verbosity=0)
 
 
 class RssSampler(threading.Thread):
