@@ -15,7 +15,7 @@ from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import generics, status
-from rest_framework.exceptions import NotFound
+from rest_framework.exceptions import APIException, NotFound
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
@@ -55,11 +55,13 @@ class _ThrottlePosts:
         return throttles
 
 
-class RunNotDone(Exception):
+class RunNotDone(APIException):
     """Results were asked of a run that is still queued or running, or failed."""
 
+    status_code = status.HTTP_409_CONFLICT
+
     def __init__(self, run: AnalysisRun):
-        self.run = run
+        super().__init__(f"Run {run.pk} is {run.status}; results exist only once it is done.")
 
 
 def _run_or_404(request: Request, *, run_id: int, slug: str | None = None) -> AnalysisRun:
@@ -77,11 +79,6 @@ def _done_run_or_409(request: Request, *, slug: str, run_id: int) -> AnalysisRun
     if run.status != AnalysisRun.Status.DONE:
         raise RunNotDone(run)
     return run
-
-
-def _not_done_response(run: AnalysisRun) -> Response:
-    return Response({"detail": f"Run {run.pk} is {run.status}; results exist only once it is done."},
-                    status=status.HTTP_409_CONFLICT)
 
 
 # ---------------------------------------------------------------- runs
@@ -124,10 +121,7 @@ class RunTableList(APIView):
 
     @extend_schema(responses={200: ResultTableSummarySerializer(many=True), 409: ErrorSerializer})
     def get(self, request: Request, slug: str, run_id: int) -> Response:
-        try:
-            run = _done_run_or_409(request, slug=slug, run_id=run_id)
-        except RunNotDone as exc:
-            return _not_done_response(exc.run)
+        run = _done_run_or_409(request, slug=slug, run_id=run_id)
         summaries = [
             {"name": table.name, "columns": table.columns, "n_rows": len(table.rows), "note": table.note,
              "url": reverse("api-run-table", kwargs={"slug": run.study.slug, "run_id": run.pk, "name": table.name})}
@@ -158,10 +152,7 @@ class RunTableDetail(APIView):
     def get(self, request: Request, slug: str, run_id: int, name: str) -> Response:
         query = TableQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
-        try:
-            run = _done_run_or_409(request, slug=slug, run_id=run_id)
-        except RunNotDone as exc:
-            return _not_done_response(exc.run)
+        run = _done_run_or_409(request, slug=slug, run_id=run_id)
         table = selectors.result_table(run=run, name=name)
         if table is None:
             raise NotFound(f'Run {run.pk} has no table "{name}".')
