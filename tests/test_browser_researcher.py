@@ -91,3 +91,18 @@ def test_a_researcher_follows_a_study_from_dashboard_to_the_zip(browser, live_se
         assert "identifiers.csv" not in names
         assert io.StringIO(archive.read("codebook.csv").decode()).readline().startswith("file,column")
     page.context.close()
+
+
+def test_the_api_docs_work_offline_under_our_content_security_policy(browser, live_server):
+    page = new_page(browser)
+    requests: list[str] = []
+    refused: list[str] = []
+    page.on("request", lambda request: requests.append(request.url))
+    page.on("console", lambda message: refused.append(message.text) if "Content Security Policy" in message.text
+            else None)
+    page.goto(f"{live_server.url}/api/docs/")
+    page.wait_for_selector(".swagger-ui .opblock", timeout=20_000)
+    assert page.locator(".swagger-ui .opblock").count() >= 16
+    assert not refused, refused
+    assert all(url.startswith(live_server.url) for url in requests), requests
+    page.context.close()
