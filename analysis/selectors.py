@@ -51,3 +51,28 @@ def result_tables(*, run: AnalysisRun) -> dict[str, pd.DataFrame]:
         table.name: pd.DataFrame(table.rows, columns=table.columns)
         for table in ResultTable.objects.filter(run=run, run__status=AnalysisRun.Status.DONE).order_by("name")
     }
+
+
+# Ids beyond a 64-bit integer cannot exist; asking the database for one fails
+# (SQLite: OverflowError, PostgreSQL: out of range) instead of finding nothing.
+_MAX_ID = 2**63 - 1
+
+
+def analysis_runs_of(*, study: Study) -> QuerySet[AnalysisRun]:
+    return AnalysisRun.objects.filter(study=study).select_related("study").order_by("-created_at", "-id")
+
+
+def analysis_run_in(*, studies: QuerySet[Study], run_id: int) -> AnalysisRun | None:
+    """The run ``run_id`` if it belongs to one of ``studies`` (any status)."""
+    if not 0 < run_id <= _MAX_ID:
+        return None
+    return AnalysisRun.objects.filter(study__in=studies, pk=run_id).select_related("study").first()
+
+
+def result_table(*, run: AnalysisRun, name: str) -> ResultTable | None:
+    """One persisted table of a finished run (None when absent or the run is not done)."""
+    return ResultTable.objects.filter(run=run, run__status=AnalysisRun.Status.DONE, name=name).first()
+
+
+def result_tables_of(*, run: AnalysisRun) -> list[ResultTable]:
+    return list(ResultTable.objects.filter(run=run, run__status=AnalysisRun.Status.DONE).order_by("name"))

@@ -81,6 +81,7 @@ def run_status(request: HttpRequest, slug: str, run_id: int) -> JsonResponse:
 
 RESULT_SECTIONS = [
     ("filter_flow", "Exclusion flow"),
+    ("filter_flow_by_gender", "Exclusion flow per gender"),
     ("win_table", "Win table (zero-shot vs fine-tuned, reference points)"),
     ("win_summary", "Win table summary per scenario"),
     ("descriptives", "Descriptives: mean, SD, n, 95% CI"),
@@ -103,6 +104,7 @@ RESULT_SECTIONS = [
     ("position_bias", "Position bias"),
     ("sensitivity_ttests", "Sensitivity: t-tests with and without the straight-lining rule"),
     ("sensitivity_win_table", "Sensitivity: win table with and without the straight-lining rule"),
+    ("sensitivity_anova", "Sensitivity: regional ANOVA with and without the straight-lining rule"),
 ]
 LEVELS = ("participant", "rating")
 

@@ -1,5 +1,6 @@
 from django.urls import path
 
+from analysis import api as analysis_api
 from surveys import api as survey_api
 
 urlpatterns = [
@@ -8,4 +9,18 @@ urlpatterns = [
     path("studies/<slug:slug>/", survey_api.StudyDetail.as_view(), name="api-study-detail"),
     path("studies/<slug:slug>/participants/", survey_api.ParticipantList.as_view(), name="api-participants"),
     path("studies/<slug:slug>/ratings/", survey_api.RatingList.as_view(), name="api-ratings"),
+    # Analysis runs: POST starts one (202), then poll its status URL.
+    path("studies/<slug:slug>/runs/", analysis_api.RunList.as_view(), name="api-runs"),
+    path("studies/<slug:slug>/runs/<int:run_id>/", analysis_api.RunDetail.as_view(), name="api-study-run-detail"),
+    path("runs/<int:run_id>/", analysis_api.RunDetail.as_view(), name="api-run-detail"),
+    path("studies/<slug:slug>/runs/<int:run_id>/tables/", analysis_api.RunTableList.as_view(), name="api-run-tables"),
+    path("studies/<slug:slug>/runs/<int:run_id>/tables/<str:name>/", analysis_api.RunTableDetail.as_view(),
+         name="api-run-table"),
+    # Pseudonymous exports of the latest finished run; panel ids only from the restricted endpoint.
+    path("studies/<slug:slug>/exports/", analysis_api.ExportList.as_view(), name="api-exports"),
+    path("studies/<slug:slug>/exports/<str:name>.csv", analysis_api.ExportDownload.as_view(), name="api-export"),
+    path("studies/<slug:slug>/restricted/identifiers.csv", analysis_api.IdentifiersDownload.as_view(),
+         name="api-identifiers"),
+    path("studies/<slug:slug>/imports/responses/", analysis_api.ResponsesImport.as_view(), name="api-import-responses"),
+    path("studies/<slug:slug>/imports/gold/", analysis_api.GoldImport.as_view(), name="api-import-gold"),
 ]

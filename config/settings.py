@@ -252,6 +252,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Runs and participants both have a "status"; name their enums apart.
+    "ENUM_NAME_OVERRIDES": {
+        "RunStatusEnum": "analysis.models.AnalysisRun.Status",
+        "ParticipantStatusEnum": "surveys.models.Participant.Status",
+    },
 }
 
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}

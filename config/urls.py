@@ -1,9 +1,10 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from .accounts import RateLimitedLoginView
+from .security import chart_page_csp
 
 urlpatterns = [
     path("admin/login/", RateLimitedLoginView.as_view(), name="admin-login"),
@@ -11,7 +12,9 @@ urlpatterns = [
     path("accounts/login/", RateLimitedLoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    # The split view serves Swagger UI's start-up script as a file (our CSP forbids inline
+    # scripts); Swagger UI positions elements with inline styles, as plotly does.
+    path("api/docs/", chart_page_csp(SpectacularSwaggerSplitView.as_view(url_name="api-schema")), name="api-docs"),
     path("api/", include("config.api_urls")),
     path("", include("analysis.urls")),
     path("", include("surveys.urls")),

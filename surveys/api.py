@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from django.db.models import Count, F, Q
-from drf_spectacular.utils import extend_schema
-from rest_framework import generics, status
+from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import generics, serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -14,8 +16,36 @@ from .definition import DefinitionError, parse_definition
 from .loader import StudyLocked, study_load
 from .models import Participant, Rating, Study
 from .serializers import (
-    DefinitionUploadSerializer, ParticipantSerializer, RatingRowSerializer, StudyDetailSerializer, StudySerializer,
+    DefinitionUploadSerializer, ParticipantFilterSerializer, ParticipantSerializer, RatingFilterSerializer,
+    RatingRowSerializer, StudyDetailSerializer, StudySerializer,
 )
+
+
+class ErrorSerializer(serializers.Serializer):
+    detail = serializers.CharField()
+
+
+class ApiAutoSchema(AutoSchema):
+    """Documents the error responses every endpoint can give besides its own.
+
+    403: not signed in (session or token); 404: a study or run one may not see
+    (never 403, so existence is not revealed); 429: throttled; 400: invalid
+    input, as ``{"field": ["message"]}``, for writes and validated query strings.
+    """
+
+    def _get_response_bodies(self, direction="response"):
+        responses = super()._get_response_bodies(direction)
+        errors = {"403": ("Not signed in", ErrorSerializer), "429": ("Too many requests", ErrorSerializer)}
+        if "{" in self.path:
+            errors["404"] = ("No such object, or not visible to you", ErrorSerializer)
+        if self.method == "POST" or getattr(self.view, "query_serializer", None):
+            errors["400"] = ("Invalid input: field -> list of messages", OpenApiTypes.OBJECT)
+        for code, (description, body) in errors.items():
+            if code not in responses:
+                responses[code] = self._get_response_for_code(
+                    OpenApiResponse(body, description=description), code, direction=direction
+                )
+        return responses
 
 
 def _with_counts(queryset):
@@ -27,6 +57,7 @@ def _with_counts(queryset):
 
 class StudyList(generics.ListAPIView):
     serializer_class = StudySerializer
+    schema = ApiAutoSchema()
 
     def get_queryset(self):
         return _with_counts(studies_visible_to(self.request.user))
@@ -35,6 +66,7 @@ class StudyList(generics.ListAPIView):
 class StudyDetail(generics.RetrieveAPIView):
     serializer_class = StudyDetailSerializer
     lookup_field = "slug"
+    schema = ApiAutoSchema()
 
     def get_queryset(self):
         return _with_counts(studies_visible_to(self.request.user)).annotate(
@@ -45,7 +77,10 @@ class StudyDetail(generics.RetrieveAPIView):
 class StudyLoad(APIView):
     """Create or update a study from a definition (same rules as ``load_study``)."""
 
-    @extend_schema(request=DefinitionUploadSerializer, responses={201: StudyDetailSerializer, 200: StudyDetailSerializer})
+    schema = ApiAutoSchema()
+
+    @extend_schema(request=DefinitionUploadSerializer,
+                   responses={201: StudyDetailSerializer, 200: StudyDetailSerializer, 409: ErrorSerializer})
     def post(self, request: Request) -> Response:
         upload = DefinitionUploadSerializer(data=request.data)
         upload.is_valid(raise_exception=True)
@@ -60,7 +95,7 @@ class StudyLoad(APIView):
         try:
             result = study_load(definition=definition)
         except StudyLocked as exc:
-            return Response({"definition": [str(exc)]}, status=status.HTTP_409_CONFLICT)
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         result.study.owners.add(request.user)
         annotated = StudyDetail(request=request).get_queryset().get(pk=result.study.pk)
         body = StudyDetailSerializer(annotated).data
@@ -71,31 +106,55 @@ def _slug_taken(slug: str) -> bool:
     return Study.objects.filter(slug=slug).exists()
 
 
+def _filters(serializer_class, request: Request) -> dict:
+    query = serializer_class(data=request.query_params)
+    query.is_valid(raise_exception=True)
+    return {key: value for key, value in query.validated_data.items() if value not in ("", None)}
+
+
+@extend_schema(parameters=[ParticipantFilterSerializer])
 class ParticipantList(generics.ListAPIView):
+    """The study's participants by pseudonym (never the panel id), paginated."""
+
     serializer_class = ParticipantSerializer
+    query_serializer = ParticipantFilterSerializer
+    schema = ApiAutoSchema()
 
     def get_queryset(self):
         study = study_for_user(self.request.user, self.kwargs["slug"])
+        wanted = _filters(self.query_serializer, self.request)
         queryset = Participant.objects.filter(study=study, is_preview=False).order_by("id")
-        wanted_status = self.request.query_params.get("status")
-        if wanted_status:
-            queryset = queryset.filter(status=wanted_status)
+        if "status" in wanted:
+            queryset = queryset.filter(status=wanted["status"])
+        if "participant_id" in wanted:
+            queryset = queryset.filter(pseudonym=wanted["participant_id"])
         return queryset
 
 
+_RATING_FILTERS = {
+    "status": "placement__visit__participant__status",
+    "block_id": "placement__item__block__key",
+    "response_id": "placement__item__key",
+    "participant_id": "placement__visit__participant__pseudonym",
+    "dimension": "dimension__key",
+}
+
+
+@extend_schema(parameters=[RatingFilterSerializer])
 class RatingList(generics.ListAPIView):
+    """Every rating of the study, one row per response and dimension, paginated."""
+
     serializer_class = RatingRowSerializer
+    query_serializer = RatingFilterSerializer
+    schema = ApiAutoSchema()
 
     def get_queryset(self):
         study = study_for_user(self.request.user, self.kwargs["slug"])
+        wanted = _filters(self.query_serializer, self.request)
         queryset = Rating.objects.filter(
-            placement__visit__participant__study=study, placement__visit__participant__is_preview=False
+            placement__visit__participant__study=study, placement__visit__participant__is_preview=False,
+            **{_RATING_FILTERS[key]: value for key, value in wanted.items()},
         )
-        for param, field in (("block_id", "placement__item__block__key"), ("response_id", "placement__item__key"),
-                             ("participant_id", "placement__visit__participant__pseudonym")):
-            value = self.request.query_params.get(param)
-            if value:
-                queryset = queryset.filter(**{field: value})
         return queryset.order_by("id").values(
             participant_id=F("placement__visit__participant__pseudonym"),
             block_id=F("placement__item__block__key"),

@@ -48,3 +48,16 @@ class RatingRowSerializer(serializers.Serializer):
     rating = serializers.IntegerField()
     rank = serializers.IntegerField(allow_null=True)
     block_order = serializers.IntegerField()
+
+
+class ParticipantFilterSerializer(serializers.Serializer):
+    status = serializers.ChoiceField(choices=Participant.Status.choices, required=False)
+    participant_id = serializers.CharField(required=False, max_length=64, help_text="a pseudonym")
+
+
+class RatingFilterSerializer(ParticipantFilterSerializer):
+    status = serializers.ChoiceField(choices=Participant.Status.choices, required=False,
+                                     help_text="the participant's status")
+    block_id = serializers.CharField(required=False, max_length=50)
+    response_id = serializers.CharField(required=False, max_length=60)
+    dimension = serializers.CharField(required=False, max_length=50)

@@ -1,0 +1,114 @@
+"""Serializers of the analysis API: runs, result tables, exports and imports."""
+
+from __future__ import annotations
+
+from django.urls import reverse
+from rest_framework import serializers
+
+from analysis.forms import MAX_UPLOAD_BYTES
+from analysis.models import AnalysisRun
+
+LEVELS = ("participant", "rating")
+
+
+class AnalysisRunSerializer(serializers.ModelSerializer):
+    study = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    status_url = serializers.SerializerMethodField()
+    tables_url = serializers.SerializerMethodField(help_text="the run's result tables; null until the run is done")
+
+    class Meta:
+        model = AnalysisRun
+        fields = [
+            "id", "study", "status", "step", "error", "requested_by", "created_at", "started_at", "finished_at",
+            "n_participants", "n_retained", "thresholds", "status_url", "tables_url",
+        ]
+        read_only_fields = fields
+
+    def get_status_url(self, run: AnalysisRun) -> str:
+        return reverse("api-run-detail", kwargs={"run_id": run.pk})
+
+    def get_tables_url(self, run: AnalysisRun) -> str | None:
+        if run.status != AnalysisRun.Status.DONE:
+            return None
+        return reverse("api-run-tables", kwargs={"slug": run.study.slug, "run_id": run.pk})
+
+
+class RunCreatedSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    status = serializers.ChoiceField(choices=AnalysisRun.Status.choices)
+    status_url = serializers.CharField(help_text="poll this until status is done or failed")
+
+
+class ResultTableSummarySerializer(serializers.Serializer):
+    name = serializers.CharField()
+    columns = serializers.ListField(child=serializers.CharField())
+    n_rows = serializers.IntegerField()
+    note = serializers.CharField(allow_blank=True)
+    url = serializers.CharField()
+
+
+class TableQuerySerializer(serializers.Serializer):
+    level = serializers.ChoiceField(
+        choices=LEVELS, required=False,
+        help_text="keep only rows of this level (tables with a level column; others are returned whole)",
+    )
+    orient = serializers.ChoiceField(
+        choices=("split", "records"), default="split",
+        help_text="split: {name, columns, rows}; records: {name, columns, records} with one object per row",
+    )
+
+
+def _cell() -> serializers.JSONField:
+    return serializers.JSONField(help_text="a number, text, boolean or null")
+
+
+class ResultTableSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    columns = serializers.ListField(child=serializers.CharField())
+    note = serializers.CharField(allow_blank=True)
+    rows = serializers.ListField(child=serializers.ListField(child=_cell()), required=False,
+                                 help_text="orient=split: one list per row, in the order of columns")
+    records = serializers.ListField(child=serializers.DictField(child=_cell()), required=False,
+                                    help_text="orient=records: one object per row")
+
+
+class ExportSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    filename = serializers.CharField()
+    description = serializers.CharField()
+    url = serializers.CharField()
+
+
+class _CsvUploadField(serializers.FileField):
+    def to_internal_value(self, data):
+        upload = super().to_internal_value(data)
+        if upload.size > MAX_UPLOAD_BYTES:
+            raise serializers.ValidationError(f"larger than {MAX_UPLOAD_BYTES // (1024 * 1024)} MB")
+        return upload
+
+
+class ResponsesImportSerializer(serializers.Serializer):
+    participants = _CsvUploadField(help_text="participants.csv (DESIGN 3.1)")
+    ratings = _CsvUploadField(help_text="ratings.csv (DESIGN 3.1)")
+
+
+class GoldImportSerializer(serializers.Serializer):
+    gold = _CsvUploadField(help_text="gold.csv: response_id, gold_score")
+
+
+class ImportReportSerializer(serializers.Serializer):
+    participants_created = serializers.IntegerField()
+    participants_skipped = serializers.IntegerField()
+    visits_created = serializers.IntegerField()
+    placements_created = serializers.IntegerField()
+    ratings_created = serializers.IntegerField()
+    seconds = serializers.FloatField()
+
+
+class GoldImportReportSerializer(serializers.Serializer):
+    scores_written = serializers.IntegerField()
+    scores_unchanged = serializers.IntegerField()
+
+
+class ImportProblemsSerializer(serializers.Serializer):
+    problems = serializers.ListField(child=serializers.CharField(), help_text="file:line:column: message")

@@ -1,0 +1,276 @@
+"""Who may open what: every URL pattern of the site x every kind of visitor.
+
+The table ``EXPECTED`` names each URL pattern once. A pattern missing from it
+fails the test, so a new URL cannot ship without deciding who may open it.
+The admin site is one group with one rule: staff only (everyone else is sent
+to the admin sign-in).
+
+Visitors: anonymous; a participant (a session that went through the survey's
+entry and consent); another researcher (owns a different study); the owner;
+staff. Researchers see only their own studies: anyone else gets 404, never 403,
+so a study's existence is not revealed.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import pytest
+from django.contrib import admin
+from django.contrib.contenttypes.models import ContentType
+from django.core.cache import cache
+from django.test import Client
+from django.urls import URLPattern, URLResolver, get_resolver
+
+from tests.researcher_data import *  # noqa: F401,F403  (pytest fixtures)
+
+ROLES = ("anonymous", "participant", "other", "owner", "staff")
+LOGIN = "/accounts/login/"
+ADMIN_LOGIN = "/admin/login/"
+
+
+@dataclass(frozen=True)
+class Expect:
+    """Expected status per role; a (status, location-prefix) pair pins a redirect's target."""
+
+    path: str  # with {slug}, {run} placeholders
+    statuses: dict[str, int | tuple[int, str]]
+    method: str = "GET"
+    data: dict = field(default_factory=dict)
+    # Requests that change the visitor's survey session use a copy of the visitor.
+    throwaway: bool = False
+
+
+def researcher_page(path: str, *, owner: int = 200, method: str = "GET") -> Expect:
+    """A researcher page: sign-in for visitors, 404 for other researchers."""
+    return Expect(path, {"anonymous": (302, LOGIN), "participant": (302, LOGIN), "other": 404, "owner": owner,
+                         "staff": owner}, method=method)
+
+
+def api(path: str, *, owner: int = 200, other: int = 404, method: str = "GET") -> Expect:
+    """An API endpoint: 403 without credentials, 404 for a study one may not see."""
+    return Expect(path, {"anonymous": 403, "participant": 403, "other": other, "owner": owner, "staff": owner},
+                  method=method)
+
+
+def public(path: str, status: int = 200, **overrides: int | tuple[int, str]) -> Expect:
+    return Expect(path, {**{role: status for role in ROLES}, **overrides})
+
+
+S = "/studies/{slug}"
+A = "/api/studies/{slug}"
+P = "/s/{slug}"
+# Without a survey session a step shows the "session expired" page (how to re-enter);
+# the participant has consented, so the instructions are the step due.
+NO_SESSION = 200
+AT_INSTRUCTIONS = (303, "/s/{slug}/instructions/")
+PARTICIPANT_PID = "c" * 24
+
+EXPECTED: dict[str, Expect] = {
+    # sign-in
+    "login": public("/accounts/login/", other=(302, "/studies/"), owner=(302, "/studies/"), staff=(302, "/studies/")),
+    "admin-login": public("/admin/login/", other=(302, "/studies/"), owner=(302, "/studies/"),
+                          staff=(302, "/studies/")),
+    "logout": public("/accounts/logout/", 405),  # logging out is a POST
+    # API docs and schema are public: they describe the endpoints, never data.
+    "api-schema": public("/api/schema/"),
+    "api-docs": public("/api/docs/"),
+    # API
+    "api-study-list": api("/api/studies/", other=200),
+    "api-study-load": api("/api/studies/load/", method="POST", owner=400, other=400),
+    "api-study-detail": api(A + "/"),
+    "api-participants": api(A + "/participants/"),
+    "api-ratings": api(A + "/ratings/"),
+    "api-runs": api(A + "/runs/"),
+    "api-study-run-detail": api(A + "/runs/{run}/"),
+    "api-run-detail": api("/api/runs/{run}/"),
+    "api-run-tables": api(A + "/runs/{run}/tables/"),
+    "api-run-table": api(A + "/runs/{run}/tables/filter_flow/"),
+    "api-exports": api(A + "/exports/"),
+    "api-export": api(A + "/exports/participants.csv"),
+    "api-identifiers": api(A + "/restricted/identifiers.csv"),
+    "api-import-responses": api(A + "/imports/responses/", method="POST", owner=400),
+    "api-import-gold": api(A + "/imports/gold/", method="POST", owner=400),
+    # researcher pages
+    "researcher:study_list": Expect("/studies/", {"anonymous": (302, LOGIN), "participant": (302, LOGIN),
+                                                 "other": 200, "owner": 200, "staff": 200}),
+    "researcher:dashboard": researcher_page(S + "/"),
+    "researcher:dashboard_data": researcher_page(S + "/dashboard.json"),
+    "researcher:run_start": researcher_page(S + "/runs/", method="POST", owner=302),
+    "researcher:run_status": researcher_page(S + "/runs/{run}.json"),
+    "researcher:results": researcher_page(S + "/runs/{run}/"),
+    "researcher:table_csv": researcher_page(S + "/runs/{run}/tables/filter_flow.csv"),
+    "researcher:figure_csv": researcher_page(S + "/runs/{run}/figures/rating_means.csv"),
+    "researcher:import": researcher_page(S + "/import/"),
+    "researcher:exports": researcher_page(S + "/exports/"),
+    "researcher:export_everything": researcher_page(S + "/exports/everything.zip"),
+    "researcher:export_download": researcher_page(S + "/exports/participants.csv"),
+    # participant pages: reachable for participants, whoever else is signed in
+    "surveys:home": public("/"),
+    # Entering with the participant's panel id again is a "welcome back", not a new participant.
+    "surveys:entry": Expect(P + "/?PROLIFIC_PID=" + PARTICIPANT_PID + "&STUDY_ID=s&SESSION_ID=t",
+                            {role: 303 for role in ROLES}, throwaway=True),
+    "surveys:preview": Expect(P + "/preview/", {"anonymous": (302, LOGIN), "participant": (302, LOGIN),
+                                               # The survey is public at /s/<slug>/ anyway, so a clear 403 is kept here.
+                                               "other": 403, "owner": 303, "staff": 303}, throwaway=True),
+    "surveys:consent": public(P + "/consent/", 200, participant=AT_INSTRUCTIONS),
+    "surveys:instructions": public(P + "/instructions/", NO_SESSION, participant=200),
+    "surveys:page": public(P + "/page/", NO_SESSION, participant=AT_INSTRUCTIONS),
+    "surveys:demographics": public(P + "/about-you/", NO_SESSION, participant=AT_INSTRUCTIONS),
+    "surveys:done": public(P + "/done/", NO_SESSION, participant=AT_INSTRUCTIONS),
+    "surveys:exit": public(P + "/exit/", 200),
+    "surveys:left": public(P + "/left/"),
+    "surveys:notice": public(P + "/notice/closed/"),
+}
+
+
+# ---------------------------------------------------------------- walking the URLconf
+
+
+@dataclass(frozen=True)
+class Route:
+    name: str  # "namespace:name"; unnamed patterns get "<unnamed> <route>"
+    route: str
+    in_admin: bool
+
+
+def all_routes(patterns=None, prefix: str = "", namespace: str = "", in_admin: bool = False) -> list[Route]:
+    routes = []
+    for pattern in patterns if patterns is not None else get_resolver().url_patterns:
+        route = prefix + str(pattern.pattern)
+        if isinstance(pattern, URLResolver):
+            inner = f"{namespace}:{pattern.namespace}".strip(":") if pattern.namespace else namespace
+            routes += all_routes(pattern.url_patterns, route, inner, in_admin or pattern.namespace == "admin")
+        elif isinstance(pattern, URLPattern):
+            name = f"{namespace}:{pattern.name}".strip(":") if pattern.name else f"<unnamed> {route}"
+            routes.append(Route(name, route, in_admin))
+    return routes
+
+
+# ---------------------------------------------------------------- visitors
+
+
+def visitor(role: str, study, users: dict) -> Client:
+    client = Client()
+    if role == "participant":
+        client.get(f"/s/{study.slug}/?PROLIFIC_PID={PARTICIPANT_PID}&STUDY_ID=s&SESSION_ID=t")
+        client.post(f"/s/{study.slug}/consent/", {"decision": "accept"})
+    elif role in users:
+        client.force_login(users[role])
+    return client
+
+
+def fill(template: str, values: dict[str, str]) -> str:
+    return template.format(**values)
+
+
+def outcome(response) -> tuple[int, str]:
+    return response.status_code, response.get("Location", "")
+
+
+def matches(actual: tuple[int, str], expected: int | tuple[int, str], values: dict[str, str]) -> bool:
+    if isinstance(expected, int):
+        return actual[0] == expected
+    status, prefix = expected
+    return actual[0] == status and actual[1].startswith(fill(prefix, values))
+
+
+def request(client: Client, expect: Expect, values: dict[str, str]):
+    url = fill(expect.path, values)
+    if expect.method == "POST":
+        return client.post(url, expect.data)
+    return client.get(url)
+
+
+# ---------------------------------------------------------------- admin group
+
+
+def admin_path(route: Route, study) -> str:
+    """A concrete path for an admin pattern (object ids point at real rows)."""
+    path = route.route
+    match = re.match(r"admin/(\w+)/(\w+)/", path)
+    model = next((m for m in admin.site._registry if match and (m._meta.app_label, m._meta.model_name) == match.groups()),
+                 None)
+    object_id = str(model.objects.order_by("pk").values_list("pk", flat=True).first() or 1) if model else "1"
+    replacements = {
+        "<path:object_id>": object_id, "<path:content_type_id>": str(ContentType.objects.get_for_model(study).pk),
+        "(?P<app_label>auth|authtoken|surveys|analysis)": "surveys", "(?P<url>.*)": "no-such-admin-page/",
+    }
+    if route.name == "admin:view_on_site":
+        replacements["<path:object_id>"] = str(study.pk)
+    for placeholder, value in replacements.items():
+        path = path.replace(placeholder, value)
+    return "/" + path.lstrip("^").rstrip("$").replace("^", "").replace("$", "")
+
+
+def check_admin_route(route: Route, visitors: dict[str, Client], study) -> list[str]:
+    path = admin_path(route, study)
+    failures = []
+    if route.name == "admin:logout":
+        # A POST-only view; admin_view first sends non-staff to the sign-in.
+        return [f"{path}: {role} {outcome(client.get(path))}" for role, client in visitors.items()
+                if outcome(client.get(path))[0] not in (302, 405)]
+    for role, client in visitors.items():
+        status, location = outcome(client.get(path))
+        if role == "staff":
+            # The autocomplete endpoint refuses a request without its query (403), as Django's admin does.
+            allowed = (200, 302, 403) if route.name == "admin:autocomplete" else (200, 302, 404)
+            if location.startswith(ADMIN_LOGIN) or status not in allowed:
+                failures.append(f"{route.name} {path} staff: {status} {location}")
+        elif route.name == "admin:login":
+            pass  # shadowed by our own sign-in page (the "admin-login" entry)
+        elif not (status == 302 and location.startswith(ADMIN_LOGIN)):
+            failures.append(f"{route.name} {path} {role}: {status} {location}, expected the admin sign-in")
+    return failures
+
+
+# ---------------------------------------------------------------- the test
+
+
+@pytest.fixture
+def users(owner, other, other_study, staff) -> dict:
+    staff.is_superuser = True  # staff here means the site's administrators
+    staff.save()
+    return {"other": other, "owner": owner, "staff": staff}
+
+
+@pytest.fixture
+def visitors(done_run, users) -> dict[str, Client]:
+    cache.clear()
+    return {role: visitor(role, done_run.study, users) for role in ROLES}
+
+
+def test_every_url_pattern_has_an_expectation():
+    names = {route.name for route in all_routes() if not route.in_admin}
+    assert not names - set(EXPECTED), f"add these URL patterns to EXPECTED: {sorted(names - set(EXPECTED))}"
+    assert not set(EXPECTED) - names, f"EXPECTED names patterns that no longer exist: {sorted(set(EXPECTED) - names)}"
+
+
+def test_each_visitor_gets_the_expected_answer_from_every_url(visitors, users, done_run):
+    values = {"slug": done_run.study.slug, "run": str(done_run.pk)}
+    failures = []
+    for route in all_routes():
+        if route.in_admin:
+            failures += check_admin_route(route, visitors, done_run.study)
+            continue
+        expect = EXPECTED.get(route.name)
+        if expect is None:
+            failures.append(f"{route.name} ({route.route}) has no entry in EXPECTED")
+            continue
+        for role in ROLES:
+            client = visitor(role, done_run.study, users) if expect.throwaway else visitors[role]
+            actual = outcome(request(client, expect, values))
+            if not matches(actual, expect.statuses[role], values):
+                failures.append(f"{route.name} {role}: got {actual}, expected {expect.statuses[role]}")
+    assert not failures, "\n".join(failures)
+
+
+def test_participant_pages_stay_reachable_for_a_participant_and_researcher_pages_never(visitors, done_run):
+    slug = done_run.study.slug
+    participant = visitors["participant"]
+    assert participant.get(f"/s/{slug}/instructions/").status_code == 200
+    for path in (f"/studies/{slug}/", f"/studies/{slug}/exports/participants.csv", "/studies/"):
+        response = participant.get(path)
+        assert response.status_code == 302 and response["Location"].startswith(LOGIN)
+    assert participant.get(f"/api/studies/{slug}/participants/").status_code == 403

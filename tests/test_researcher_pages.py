@@ -1,0 +1,204 @@
+"""Researcher pages: dashboard, analysis runs, results, import upload, sign-in rate limit."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+
+import pytest
+from django.core.cache import cache
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test.utils import CaptureQueriesContext
+from django.db import connection
+
+from analysis import selectors
+from analysis.models import AnalysisRun
+from analysis.views import RESULT_SECTIONS
+from surveys.models import ConsentDecline, Participant, Rating
+from tests.researcher_data import *  # noqa: F401,F403  (pytest fixtures)
+from tests.test_import import base_participants, base_ratings, text
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    cache.clear()  # sign-in failure counters and throttles live there
+
+
+@pytest.fixture
+def owner_client(client, owner):
+    client.force_login(owner)
+    return client
+
+
+def field(page: str, name: str) -> str:
+    match = re.search(rf'data-field="{re.escape(name)}">([^<]*)<', page)
+    assert match, f"no data-field {name}"
+    return match.group(1)
+
+
+# ---------------------------------------------------------------- dashboard
+
+
+def test_the_dashboard_funnel_matches_what_the_bots_did(owner_client, study, client):
+    bot_runs = fill_with_bots(study, 12, seed=3)
+    decliner = client.__class__()
+    decliner.get(f"/s/{study.slug}/?PROLIFIC_PID={'d' * 24}&STUDY_ID=s&SESSION_ID=t")
+    decliner.post(f"/s/{study.slug}/consent/", {"decision": "decline"})
+
+    page = owner_client.get(f"/studies/{study.slug}/").content.decode()
+
+    outcomes = [run.outcome for run in bot_runs]
+    assert int(field(page, "funnel.completed")) == outcomes.count("completed") > 0
+    assert int(field(page, "funnel.exited")) == outcomes.count("exited") > 0
+    assert int(field(page, "funnel.consented")) == len(bot_runs)
+    assert int(field(page, "funnel.declined")) == 1 == sum(ConsentDecline.objects.values_list("count", flat=True))
+    assert int(field(page, "funnel.entered")) == len(bot_runs) + 1
+    assert int(field(page, "funnel.in_progress")) == 0
+    assert int(field(page, "durations.n")) == outcomes.count("completed")
+    # The JSON the page polls says the same.
+    data = owner_client.get(f"/studies/{study.slug}/dashboard.json").json()
+    assert data["funnel"]["completed"] == outcomes.count("completed")
+    assert data["funnel"]["exited"] == Participant.objects.filter(study=study, status="exited").count()
+    assert sum(row["answered"] for row in data["block_coverage"]) == (
+        Rating.objects.filter(placement__visit__participant__study=study).values("placement__visit").distinct().count()
+    )
+
+
+def _dashboard_json_queries(client, slug: str) -> int:
+    with CaptureQueriesContext(connection) as queries:
+        assert client.get(f"/studies/{slug}/dashboard.json").status_code == 200
+    return len(queries)
+
+
+def test_dashboard_json_costs_the_same_queries_at_any_size(owner_client, study, quick_stats,
+                                                           django_assert_max_num_queries):
+    fill_with_bots(study, 2, seed=5)
+    finished_run(study)
+    small = _dashboard_json_queries(owner_client, study.slug)
+    assert small <= 20
+    fill_with_bots(study, 10, seed=6)
+    with django_assert_max_num_queries(small):
+        owner_client.get(f"/studies/{study.slug}/dashboard.json")
+
+
+# ---------------------------------------------------------------- runs and results
+
+
+def test_the_start_button_creates_a_run_that_finishes(owner_client, filled, quick_stats,
+                                                       django_capture_on_commit_callbacks):
+    page = owner_client.get(f"/studies/{filled.slug}/").content.decode()
+    assert 'id="start-run"' in page and "No analysis has run yet." in page
+    with django_capture_on_commit_callbacks(execute=True):
+        response = owner_client.post(f"/studies/{filled.slug}/runs/")
+    assert response.status_code == 302 and response["Location"] == f"/studies/{filled.slug}/"
+    run = AnalysisRun.objects.get(study=filled)
+    assert run.status == "done" and run.requested_by == "owner"
+    status = owner_client.get(f"/studies/{filled.slug}/runs/{run.pk}.json").json()
+    assert status["status"] == "done"
+    page = owner_client.get(f"/studies/{filled.slug}/").content.decode()
+    assert 'data-run-status="done"' in page and f"/studies/{filled.slug}/runs/{run.pk}/" in page
+
+
+def figures_of(page: str) -> dict:
+    match = re.search(r'<script id="figures-data" type="application/json">(.*?)</script>', page, re.S)
+    return json.loads(html.unescape(match.group(1)))
+
+
+def section_rows(page: str, name: str) -> list[list[str]]:
+    section = re.search(rf'<section aria-labelledby="t-{name}">(.*?)</section>', page, re.S).group(1)
+    body = re.search(r"<tbody>(.*?)</tbody>", section, re.S).group(1)
+    return [re.findall(r"<td>(.*?)</td>", row, re.S) for row in re.findall(r"<tr>(.*?)</tr>", body, re.S)]
+
+
+@pytest.mark.slow
+def test_the_results_page_shows_every_table_of_a_full_run_and_the_figures(owner_client, filled):
+    run = finished_run(filled)  # every analysis, as in production (~20 s)
+    page = owner_client.get(f"/studies/{filled.slug}/runs/{run.pk}/").content.decode()
+    names = selectors.result_table_names(run=run)
+    missing = [name for name in names if f'id="t-{name}"' not in page]
+    assert not missing, f"tables without a section on the results page: {missing}"
+    figures = figures_of(page)
+    assert {"rating_means", "win_grid"} <= set(figures)
+    maps = [key for key in figures if key.startswith("map_")]
+    assert len(maps) == filled.scenarios.count()
+    assert figures[maps[0]]["data"][0]["type"] == "choropleth"
+
+
+def test_the_results_page_renders_the_runs_tables_and_maps(owner_client, done_run):
+    page = owner_client.get(f"/studies/{done_run.study.slug}/runs/{done_run.pk}/").content.decode()
+    shown = [name for name, _ in RESULT_SECTIONS if name in selectors.result_table_names(run=done_run)]
+    assert shown and all(f'id="t-{name}"' in page for name in shown)
+    figures = figures_of(page)
+    choropleth = figures[next(key for key in figures if key.startswith("map_"))]["data"][0]
+    assert choropleth["type"] == "choropleth" and choropleth["locationmode"] == "USA-states"
+    assert len(choropleth["locations"]) > 40  # every state, coloured by its region
+    assert 'data-topojson-url="/static/vendor/topojson/"' in page
+
+
+def test_the_level_switch_shows_one_level_at_a_time(owner_client, done_run):
+    url = f"/studies/{done_run.study.slug}/runs/{done_run.pk}/"
+    frame = selectors.result_table_frame(run=done_run, name="region_means")
+    at = list(frame.columns).index("level")
+    for level in ("participant", "rating"):
+        rows = section_rows(owner_client.get(url, {"level": level}).content.decode(), "region_means")
+        assert len(rows) == (frame["level"] == level).sum() and {row[at] for row in rows} == {level}
+    page = owner_client.get(url, {"level": "nonsense"}).content.decode()
+    assert {row[at] for row in section_rows(page, "region_means")} == {"participant"}
+
+
+def test_results_of_a_run_that_is_not_done_are_404(owner_client, study):
+    run = AnalysisRun.objects.create(study=study)
+    assert owner_client.get(f"/studies/{study.slug}/runs/{run.pk}/").status_code == 404
+
+
+# ---------------------------------------------------------------- import upload
+
+
+def files(participants, ratings) -> dict:
+    return {
+        "kind": "responses",
+        "participants": SimpleUploadedFile("participants.csv", text(participants).encode(), "text/csv"),
+        "ratings": SimpleUploadedFile("ratings.csv", text(ratings).encode(), "text/csv"),
+    }
+
+
+def test_a_valid_upload_creates_the_rows(owner_client, study):
+    response = owner_client.post(f"/studies/{study.slug}/import/", files(base_participants(), base_ratings()))
+    assert response.status_code == 200 and "Imported:" in response.content.decode()
+    assert Participant.objects.filter(study=study, source="import").count() == 2
+    assert Rating.objects.filter(placement__visit__participant__study=study).count() == 15
+
+
+def test_a_bad_row_is_listed_with_file_line_and_column_and_nothing_is_written(owner_client, study):
+    ratings = base_ratings()
+    ratings[7][3] = "seven"  # position of the 7th rating row (line 8 of the file)
+    participants = base_participants()
+    participants[2][1] = "yesterday"
+    response = owner_client.post(f"/studies/{study.slug}/import/", files(participants, ratings))
+    assert response.status_code == 400
+    page = html.unescape(response.content.decode())
+    assert "Nothing was imported" in page
+    assert "participants.csv:3:started_at:" in page and "ratings.csv:8:position:" in page
+    assert Participant.objects.count() == 0 and Rating.objects.count() == 0
+
+
+def test_a_gold_upload_reports_its_problems(owner_client, study):
+    gold = SimpleUploadedFile("gold.csv", b"response_id,gold_score\nQ99-R1,3\n", "text/csv")
+    response = owner_client.post(f"/studies/{study.slug}/import/", {"kind": "gold", "gold": gold})
+    assert response.status_code == 400 and 'gold.csv:2:response_id: unknown response "Q99-R1"' in html.unescape(
+        response.content.decode())
+
+
+# ---------------------------------------------------------------- sign-in rate limit
+
+
+def test_ten_failed_sign_ins_lock_the_account_with_a_429_page(client, owner):
+    for _ in range(10):
+        response = client.post("/accounts/login/", {"username": "owner", "password": "wrong"})
+        assert response.status_code == 200
+    locked = client.post("/accounts/login/", {"username": "owner", "password": PASSWORD})
+    assert locked.status_code == 429 and "Too many sign-in attempts" in locked.content.decode()
+    # Another address guessing another name is not locked out.
+    other = client.post("/accounts/login/", {"username": "someone", "password": "x"}, REMOTE_ADDR="10.0.0.9")
+    assert other.status_code == 200
