@@ -206,7 +206,8 @@ def preview(request: HttpRequest, slug: str) -> HttpResponse:
     if not user.is_authenticated:
         return redirect_to_login(request.get_full_path())
     if not (user.is_staff or study.owners.filter(pk=user.pk).exists()):
-        return render(request, "surveys/forbidden.html", {"study": study}, status=403)
+        # Like every researcher page: a study you may not see answers 404.
+        raise Http404("No such study")
     request.session[_session_key(slug)] = {
         "external_id": f"preview-{secrets.token_hex(8)}",
         "panel_study_id": "",

@@ -214,7 +214,7 @@ def test_it_previews_only_for_staff_or_owners_and_marks_the_participant(client, 
     assert client.get("/s/tide/preview/").status_code == 302  # to the login page
     user = get_user_model().objects.create_user("someone", password="pw-123456789")
     client.force_login(user)
-    assert client.get("/s/tide/preview/").status_code == 403
+    assert client.get("/s/tide/preview/").status_code == 404
     tide.owners.add(user)
     assert client.get("/s/tide/preview/")["Location"] == "/s/tide/consent/"
     client.post("/s/tide/consent/", {"decision": "accept"})

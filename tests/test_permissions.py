@@ -112,8 +112,7 @@ EXPECTED: dict[str, Expect] = {
     "surveys:entry": Expect(P + "/?PROLIFIC_PID=" + PARTICIPANT_PID + "&STUDY_ID=s&SESSION_ID=t",
                             {role: 303 for role in ROLES}, throwaway=True),
     "surveys:preview": Expect(P + "/preview/", {"anonymous": (302, LOGIN), "participant": (302, LOGIN),
-                                               # The survey is public at /s/<slug>/ anyway, so a clear 403 is kept here.
-                                               "other": 403, "owner": 303, "staff": 303}, throwaway=True),
+                                               "other": 404, "owner": 303, "staff": 303}, throwaway=True),
     "surveys:consent": public(P + "/consent/", 200, participant=AT_INSTRUCTIONS),
     "surveys:instructions": public(P + "/instructions/", NO_SESSION, participant=200),
     "surveys:page": public(P + "/page/", NO_SESSION, participant=AT_INSTRUCTIONS),
