@@ -19,6 +19,7 @@ through categorical codes instead of being joined and transferred per row.
 
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
 from datetime import timedelta
 
@@ -51,6 +52,27 @@ def _fetch(queryset: QuerySet) -> list[tuple]:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.fetchall()
+
+
+def _int_rows(queryset: QuerySet, width: int) -> np.ndarray:
+    """A ``values_list`` queryset of integers as an int64 array of ``width`` columns.
+
+    PostgreSQL: ``COPY (query) TO STDOUT`` parsed by pandas' C reader, which
+    spares building a Python tuple per row (1.2 million rows: seconds less).
+    Elsewhere: the raw cursor's tuples.
+    """
+    if connection.vendor != "postgresql":
+        rows = _fetch(queryset)
+        return np.array(rows, dtype=np.int64) if rows else np.zeros((0, width), dtype=np.int64)
+    sql, params = queryset.query.sql_with_params()
+    buffer = io.BytesIO()
+    with connection.cursor() as cursor, cursor.cursor.copy(f"COPY ({sql}) TO STDOUT", params) as copy:
+        for chunk in copy:
+            buffer.write(chunk)
+    if not buffer.tell():
+        return np.zeros((0, width), dtype=np.int64)
+    buffer.seek(0)
+    return pd.read_csv(buffer, sep="\t", header=None, dtype=np.int64, engine="c").to_numpy()
 
 
 def _column(rows: list[tuple], index: int, dtype=None) -> np.ndarray:
@@ -132,25 +154,27 @@ def _answer_rows(study: Study) -> tuple[np.ndarray, bool]:
     if study.dimensions.exists():
         # Filtering on the study's dimension ids spares the joins to visits and
         # participants; preview participants' rows are dropped against the visits.
-        rows = _fetch(
+        rows = _int_rows(
             Rating.objects.filter(dimension_id__in=list(study.dimensions.values_list("id", flat=True))).values_list(
                 "placement__visit_id", "placement__item_id", "dimension_id", "placement__position",
                 Coalesce("placement__rank", Value(0)), _choice_code("placement__choice"), "value",
-            )
+            ),
+            7,
         )
         are_ratings = True
     else:
         # Best-worst studies have no scale: one row per placement of an answered block.
-        rows = _fetch(
+        rows = _int_rows(
             ItemPlacement.objects.filter(
                 visit__participant__study_id=study.pk, visit__participant__is_preview=False,
                 visit__submitted_at__isnull=False,
             ).values_list(
                 "visit_id", "item_id", Value(0), "position", Coalesce("rank", Value(0)), _choice_code("choice"), Value(0)
-            )
+            ),
+            7,
         )
         are_ratings = False
-    return (np.array(rows, dtype=np.int64) if rows else np.zeros((0, 7), dtype=np.int64)), are_ratings
+    return rows, are_ratings
 
 
 def ratings_frame(study_id: int) -> pd.DataFrame:

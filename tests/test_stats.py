@@ -419,6 +419,17 @@ def test_it_summarises_ranks(ratings):
     assert per_model["mean_rank"].idxmin() == data.REFERENCE_MODEL
 
 
+def test_it_summarises_ranks_of_categorical_columns_as_ratings_frame_gives_them(ratings):
+    labels = ["participant_id", "block_id", "scenario", "response_id", "model", "condition"]
+    categorical = ratings.astype({column: "category" for column in labels})
+    table = S.rank_summary(categorical)
+    assert table["note"].eq("").all()
+    pd.testing.assert_frame_equal(
+        table.astype({column: object for column in ("response_id", "block_id", "scenario", "model", "condition")}),
+        S.rank_summary(ratings).astype({"model": object}),
+    )
+
+
 def test_it_matches_scipy_friedman_per_block(ratings):
     table = S.friedman_by_block(ratings)
     block = ratings[ratings["block_id"] == "Q7"].pivot(index="participant_id", columns="response_id", values="rank")
