@@ -174,7 +174,44 @@ def results_figures(tables: dict[str, pd.DataFrame]) -> dict[str, dict[str, Any]
     return figures
 
 
+METRIC_LABELS = {"embedding_cosine": "Embedding cosine", "bertscore_f1": "BERTScore F1", "rouge_l": "ROUGE-L",
+                 "meteor": "METEOR"}
+
+
+def metric_scatter(per_response: pd.DataFrame, metric: str, agreement: pd.DataFrame | None = None) -> dict[str, Any]:
+    """One automatic metric against the mean human rating, one point per response, coloured by condition."""
+    label = METRIC_LABELS.get(metric, metric)
+    table = per_response.dropna(subset=[metric, "mean_rating"])
+    if table.empty:
+        return _empty(f"{label} vs mean human rating", "No rated response has a reference to compare with.")
+    figure = go.Figure()
+    for condition, part in table.groupby("condition", sort=True):
+        figure.add_trace(go.Scatter(
+            x=part[metric], y=part["mean_rating"], mode="markers", name=str(condition),
+            marker={"color": CONDITION_COLOURS.get(condition), "size": 8, "opacity": 0.8},
+            text=part["response_id"] + " · " + part["model"].astype(str),
+            hovertemplate="%{text}<br>" + label + " %{x:.3f}<br>mean rating %{y:.2f}<extra></extra>",
+        ))
+    title = f"{label} vs mean human rating"
+    if agreement is not None and not agreement.empty:
+        row = agreement[(agreement["model"] == "all") & (agreement["metric"] == metric) & (agreement["method"] == "spearman")]
+        if len(row) and pd.notna(row["r"].iloc[0]):
+            r = row.iloc[0]
+            title += f" (Spearman {r['r']:.2f}, 95% CI {r['ci_low']:.2f} to {r['ci_high']:.2f}, n = {int(r['n'])})"
+    figure.update_layout(title=title, xaxis_title=label, yaxis_title="mean human rating", height=380)
+    return _plain(figure)
+
+
+def metrics_figures(tables: dict[str, pd.DataFrame]) -> dict[str, dict[str, Any]]:
+    """The scatter of every reference metric against the mean human rating, keyed ``metric_<name>``."""
+    per_response = tables.get("per_response")
+    if per_response is None:
+        return {}
+    agreement = tables.get("metric_agreement")
+    return {f"metric_{m}": metric_scatter(per_response, m, agreement) for m in METRIC_LABELS if m in per_response}
+
+
 __all__ = [
     "rating_means_by_scenario", "win_grid", "regional_map", "position_bias_chart", "strength_chart",
-    "results_figures", "REGIONS",
+    "results_figures", "metric_scatter", "metrics_figures", "REGIONS",
 ]

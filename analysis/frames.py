@@ -327,3 +327,31 @@ def gold_frame(study_id: int) -> pd.DataFrame:
             "gold_score": pd.Series([r[1] for r in rows], dtype=float),
         }
     )
+
+
+RESPONSE_COLUMNS = [
+    "response_id", "model", "condition", "scenario", "block_id", "text", "reference_text", "is_reference",
+]
+
+
+def responses_frame(study_id: int) -> pd.DataFrame:
+    """One row per response (item) with its text and the text of its block's reference.
+
+    The reference of a block is its item whose condition is a reference
+    condition (the lowest option if there are several); ``reference_text`` is
+    "" for the references themselves and in blocks without one.
+    """
+    items = list(
+        Item.objects.filter(study_id=study_id)
+        .order_by("block__order", "block_id", "option")
+        .values_list("key", "system__name", "condition__name", "block__scenario__key", "block__key", "text",
+                     "condition__is_reference", "block_id")
+    )
+    references: dict[int, str] = {}
+    for item in items:
+        if item[6]:
+            references.setdefault(item[7], item[5])
+    return pd.DataFrame(
+        [(*item[:6], "" if item[6] else references.get(item[7], ""), bool(item[6])) for item in items],
+        columns=RESPONSE_COLUMNS,
+    )

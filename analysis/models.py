@@ -100,3 +100,60 @@ class EmbeddingCache(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["model_name", "text_hash"], name="embedding_unique_text"),
         ]
+
+
+class MetricsRun(models.Model):
+    """One computation of the automatic metrics of a study (issue 9).
+
+    Kept apart from ``AnalysisRun`` so that nothing reading analysis runs
+    (exports, result pages) can pick up a metrics run by mistake. Claimed and
+    finished exactly like an analysis run (see ``analysis.services``).
+    """
+
+    Status = AnalysisRun.Status
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="metrics_runs")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
+    requested_by = models.CharField(max_length=150, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    step = models.CharField(max_length=50, blank=True)
+    timings = models.JSONField(default=dict)
+    error = models.TextField(blank=True)
+    # Whose ratings the human means came from: the analysis run whose retained
+    # participants were used, or null when there was none (then everyone counted).
+    source_run = models.ForeignKey(AnalysisRun, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    human_basis = models.CharField(max_length=200, blank=True)
+    cache_hits = models.PositiveIntegerField(default=0)
+    cache_misses = models.PositiveIntegerField(default=0)
+    # RatingPredictor.to_bytes(): UTF-8 JSON, never pickle. Null when it could not be fitted.
+    predictor = models.BinaryField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status__in=["queued", "running", "done", "failed"]), name="metrics_run_status_known"
+            ),
+            models.CheckConstraint(
+                condition=~Q(status="done") | Q(finished_at__isnull=False), name="metrics_run_done_has_finish_time"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"metrics run {self.pk} of {self.study_id} ({self.status})"
+
+
+class MetricsTable(models.Model):
+    """One tidy table of a metrics run, stored as records like ``ResultTable``."""
+
+    run = models.ForeignKey(MetricsRun, on_delete=models.CASCADE, related_name="tables")
+    name = models.CharField(max_length=60)
+    columns = models.JSONField(default=list)
+    rows = models.JSONField(default=list)
+    note = models.TextField(blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "name"], name="metrics_table_unique_name")]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 from django.db.models import QuerySet
 
-from analysis.models import AnalysisRun, ParticipantResult, ResultTable
+from analysis.models import AnalysisRun, MetricsRun, MetricsTable, ParticipantResult, ResultTable
 from surveys.models import Study
 
 
@@ -76,3 +76,30 @@ def result_table(*, run: AnalysisRun, name: str) -> ResultTable | None:
 
 def result_tables_of(*, run: AnalysisRun) -> list[ResultTable]:
     return list(ResultTable.objects.filter(run=run, run__status=AnalysisRun.Status.DONE).order_by("name"))
+
+
+# --------------------------------------------------------------------------- metrics runs (issue 9)
+
+
+def metrics_run_latest(*, study: Study) -> MetricsRun | None:
+    return MetricsRun.objects.filter(study=study).order_by("-created_at", "-id").first()
+
+
+def metrics_run_latest_done(*, study: Study) -> MetricsRun | None:
+    return MetricsRun.objects.filter(study=study, status=MetricsRun.Status.DONE).order_by("-finished_at", "-id").first()
+
+
+def metrics_run_latest_with_predictor(*, study: Study) -> MetricsRun | None:
+    return (
+        MetricsRun.objects.filter(study=study, status=MetricsRun.Status.DONE, predictor__isnull=False)
+        .order_by("-finished_at", "-id")
+        .first()
+    )
+
+
+def metrics_tables(*, run: MetricsRun) -> dict[str, tuple[pd.DataFrame, str]]:
+    """Every table of a finished metrics run by name, with its note."""
+    return {
+        table.name: (pd.DataFrame(table.rows, columns=table.columns), table.note)
+        for table in MetricsTable.objects.filter(run=run, run__status=MetricsRun.Status.DONE)
+    }

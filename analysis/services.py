@@ -16,11 +16,11 @@ from datetime import timedelta
 
 import pandas as pd
 from django.conf import settings
-from django.db import transaction
+from django.db import models, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from analysis.models import AnalysisRun, ParticipantResult, ResultTable
+from analysis.models import AnalysisRun, MetricsRun, MetricsTable, ParticipantResult, ResultTable
 from analysis.quality import QualityResult
 from surveys.models import Participant, Study
 
@@ -57,16 +57,17 @@ def analysis_run_create(*, study: Study, requested_by: str = "") -> AnalysisRun:
     return run
 
 
-def analysis_run_claim(*, run_id: int) -> Claim:
+def _run_claim(model: type[models.Model], run_id: int) -> Claim:
+    """Claim a run row of ``model`` (AnalysisRun or MetricsRun) for a new attempt."""
     now = timezone.now()
     lease = run_lease_seconds()
     claimable = Q(status=AnalysisRun.Status.QUEUED) | Q(
         status=AnalysisRun.Status.RUNNING, started_at__lt=now - timedelta(seconds=lease)
     )
-    claimed = AnalysisRun.objects.filter(claimable, pk=run_id).update(
+    claimed = model.objects.filter(claimable, pk=run_id).update(
         status=AnalysisRun.Status.RUNNING, started_at=now, attempts=F("attempts") + 1, step="claimed", error=""
     )
-    row = AnalysisRun.objects.filter(pk=run_id).values("status", "started_at", "attempts").first()
+    row = model.objects.filter(pk=run_id).values("status", "started_at", "attempts").first()
     if row is None:
         return Claim(attempt=None, status="missing")
     if claimed:
@@ -77,8 +78,12 @@ def analysis_run_claim(*, run_id: int) -> Claim:
     return Claim(attempt=None, status=row["status"])
 
 
-def _owned(run_id: int, attempt: int):
-    return AnalysisRun.objects.filter(pk=run_id, attempts=attempt, status=AnalysisRun.Status.RUNNING)
+def analysis_run_claim(*, run_id: int) -> Claim:
+    return _run_claim(AnalysisRun, run_id)
+
+
+def _owned(run_id: int, attempt: int, model: type[models.Model] = AnalysisRun):
+    return model.objects.filter(pk=run_id, attempts=attempt, status=AnalysisRun.Status.RUNNING)
 
 
 def analysis_run_step(*, run_id: int, attempt: int, step: str) -> None:
@@ -165,5 +170,68 @@ def analysis_run_fail(*, run_id: int, attempt: int, error: str, timings: Mapping
     return bool(
         _owned(run_id, attempt).update(
             status=AnalysisRun.Status.FAILED, finished_at=timezone.now(), error=error[:5000], timings=dict(timings)
+        )
+    )
+
+
+# --------------------------------------------------------------------------- metrics runs (issue 9)
+
+
+def metrics_run_create(*, study: Study, requested_by: str = "") -> MetricsRun:
+    """A queued metrics run; its task is sent once the row is committed."""
+    from analysis.tasks import run_metrics  # the task module imports this one
+
+    with transaction.atomic():
+        run = MetricsRun.objects.create(study=study, requested_by=requested_by)
+        transaction.on_commit(lambda: run_metrics.delay(run.pk))
+    return run
+
+
+def metrics_run_claim(*, run_id: int) -> Claim:
+    return _run_claim(MetricsRun, run_id)
+
+
+def metrics_run_step(*, run_id: int, attempt: int, step: str) -> None:
+    if not _owned(run_id, attempt, MetricsRun).update(step=step):
+        raise RunSuperseded(f"metrics run {run_id}: attempt {attempt} no longer owns the run")
+
+
+@dataclass(frozen=True)
+class MetricsOutcome:
+    """Everything a finished metrics run stores."""
+
+    tables: Mapping[str, pd.DataFrame]
+    notes: Mapping[str, str]
+    predictor: bytes | None
+    source_run_id: int | None
+    human_basis: str
+    cache_hits: int
+    cache_misses: int
+
+
+def metrics_run_finish(*, run_id: int, attempt: int, outcome: MetricsOutcome, timings: Mapping[str, float]) -> bool:
+    """Replace the run's tables and mark it done in one transaction; False when another attempt owns it."""
+    with transaction.atomic():
+        if _owned(run_id, attempt, MetricsRun).select_for_update().first() is None:
+            return False
+        MetricsTable.objects.filter(run_id=run_id).delete()
+        objects = []
+        for name, frame in outcome.tables.items():
+            columns, rows = _table_payload(frame)
+            objects.append(MetricsTable(run_id=run_id, name=name, columns=columns, rows=rows,
+                                        note=outcome.notes.get(name, "")))
+        MetricsTable.objects.bulk_create(objects)
+        _owned(run_id, attempt, MetricsRun).update(
+            status=MetricsRun.Status.DONE, finished_at=timezone.now(), step="done", timings=dict(timings),
+            predictor=outcome.predictor, source_run_id=outcome.source_run_id, human_basis=outcome.human_basis[:200],
+            cache_hits=outcome.cache_hits, cache_misses=outcome.cache_misses,
+        )
+    return True
+
+
+def metrics_run_fail(*, run_id: int, attempt: int, error: str, timings: Mapping[str, float]) -> bool:
+    return bool(
+        _owned(run_id, attempt, MetricsRun).update(
+            status=MetricsRun.Status.FAILED, finished_at=timezone.now(), error=error[:5000], timings=dict(timings)
         )
     )

@@ -80,3 +80,19 @@ def run_analysis(self, run_id: int) -> str:
     run = AnalysisRun.objects.get(pk=run_id)
     analysis_run_execute(run, claim.attempt)
     return AnalysisRun.objects.filter(pk=run_id).values_list("status", flat=True).first() or "missing"
+
+
+@shared_task(bind=True, name="analysis.run_metrics", acks_late=True, max_retries=None)
+def run_metrics(self, run_id: int) -> str:
+    """Claim metrics run ``run_id`` and compute it (see analysis.metrics_run). Redelivery is harmless."""
+    from analysis import metrics_run
+    from analysis.models import MetricsRun
+
+    claim = services.metrics_run_claim(run_id=run_id)
+    if claim.attempt is None:
+        if claim.retry_in is not None:
+            raise self.retry(countdown=claim.retry_in)
+        logger.info("metrics run %s is %s; nothing to do", run_id, claim.status)
+        return claim.status
+    metrics_run.metrics_run_execute(MetricsRun.objects.select_related("study").get(pk=run_id), claim.attempt)
+    return MetricsRun.objects.filter(pk=run_id).values_list("status", flat=True).first() or "missing"

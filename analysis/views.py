@@ -17,9 +17,10 @@ from config.security import chart_page_csp
 from surveys.access import studies_visible_to, study_for_user
 from surveys.monitoring import dashboard_snapshot
 
-from . import charts, exports, importers, selectors, services
+from . import charts, exports, importers, metrics_run, selectors, services
 from .forms import GoldImportForm, ResponsesImportForm
-from .models import AnalysisRun
+from .metrics import INSTALL_HINT, MetricsUnavailable
+from .models import AnalysisRun, MetricsRun
 
 FUNNEL_LABELS = [
     ("entered", "Entered"), ("consented", "Consented"), ("in_progress", "In progress"), ("idle", "Idle > 15 min"),
@@ -131,7 +132,7 @@ def results(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
     ]
     return render(request, "researcher/results.html", {
         "study": study, "run": run, "sections": sections, "level": level, "levels": LEVELS,
-        "figures": charts.results_figures(frames),
+        "figures": charts.results_figures(frames), **_metrics_context(study),
     })
 
 
@@ -243,3 +244,80 @@ def _frame_lines(frame):
     yield list(frame.columns)
     for record in frame.itertuples(index=False):
         yield [exports.csv_cell(None if value != value else value) for value in record]
+
+
+# --------------------------------------------------------------------------- automatic metrics (issue 9)
+
+METRICS_SECTIONS = [
+    ("metrics_table", "Automatic metrics per system and condition (mean, SD; Distinct-1/2)"),
+    ("metric_agreement", "Agreement of each metric with people (Spearman, Kendall; bootstrap 95% CI)"),
+    ("predictor_cv", "Rating predictor: held-out error, cross-validated by scenario"),
+    ("robustness", "Robustness of the predictor to seven perturbations of the reference responses"),
+]
+
+
+def _metrics_context(study, *, prediction=None, predict_error: str = "", predict_text: str = "") -> dict:
+    done = selectors.metrics_run_latest_done(study=study)
+    tables = selectors.metrics_tables(run=done) if done else {}
+    sections = [
+        {"name": name, "title": title, "note": tables[name][1], **_table_for_display(tables[name][0], level="")}
+        for name, title in METRICS_SECTIONS if name in tables
+    ]
+    return {
+        "metrics_latest": selectors.metrics_run_latest(study=study),
+        "metrics_done": done,
+        "metrics_sections": sections,
+        "metrics_figures": charts.metrics_figures({name: frame for name, (frame, _) in tables.items()}),
+        "metrics_unavailable": metrics_run.unavailable_reason(),
+        "metrics_install_hint": INSTALL_HINT,
+        "has_predictor": selectors.metrics_run_latest_with_predictor(study=study) is not None,
+        "prediction": prediction, "predict_error": predict_error, "predict_text": predict_text,
+        "predict_max_chars": metrics_run.MAX_PREDICT_CHARS,
+    }
+
+
+@login_required
+@chart_page_csp
+def metrics_page(request: HttpRequest, slug: str) -> HttpResponse:
+    study = study_for_user(request.user, slug)
+    return render(request, "researcher/metrics.html", {"study": study, **_metrics_context(study)})
+
+
+@login_required
+@require_POST
+def metrics_start(request: HttpRequest, slug: str) -> HttpResponse:
+    study = study_for_user(request.user, slug)
+    services.metrics_run_create(study=study, requested_by=request.user.get_username())
+    return redirect("researcher:metrics", slug=study.slug)
+
+
+@login_required
+@require_POST
+@chart_page_csp
+def metrics_predict(request: HttpRequest, slug: str) -> HttpResponse:
+    """The score-a-text form: encodes one short text in this request (the predictor itself is precomputed)."""
+    study = study_for_user(request.user, slug)
+    text = request.POST.get("text", "").strip()
+    prediction, error, status = None, "", 200
+    if not text or len(text) > metrics_run.MAX_PREDICT_CHARS:
+        error, status = f"Enter a text of 1 to {metrics_run.MAX_PREDICT_CHARS} characters.", 400
+    else:
+        try:
+            frame, _ = metrics_run.study_predict(study=study, texts=[text])
+            prediction = frame.iloc[0].to_dict()
+        except metrics_run.PredictorNotTrained as exc:
+            error, status = str(exc), 409
+        except MetricsUnavailable as exc:
+            error, status = str(exc), 503
+    context = _metrics_context(study, prediction=prediction, predict_error=error, predict_text=text)
+    return render(request, "researcher/metrics.html", {"study": study, **context}, status=status)
+
+
+@login_required
+def metrics_table_csv(request: HttpRequest, slug: str, run_id: int, name: str) -> HttpResponse:
+    study = study_for_user(request.user, slug)
+    run = get_object_or_404(MetricsRun, study=study, pk=run_id, status=MetricsRun.Status.DONE)
+    tables = selectors.metrics_tables(run=run)
+    if name not in tables:
+        raise Http404("No such table")
+    return _csv_response(_frame_lines(tables[name][0]), f"metrics_{name}.csv")

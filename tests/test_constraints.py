@@ -8,7 +8,9 @@ from django.apps import apps
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from analysis.models import AnalysisRun, EmbeddingCache, GoldScore, ParticipantResult, ResultTable
+from analysis.models import (
+    AnalysisRun, EmbeddingCache, GoldScore, MetricsRun, MetricsTable, ParticipantResult, ResultTable,
+)
 from surveys.models import (
     AttentionCheck, Block, BlockVisit, Condition, ConsentDecline, DemographicQuestion, Dimension, FreeTextAnswer,
     FreeTextQuestion, Item, ItemPlacement, Participant, Rating, Scenario, Study, System, TurnAway,
@@ -99,6 +101,9 @@ BAD_ROWS = {
     "result_rule_known": lambda s: ParticipantResult.objects.create(run=AnalysisRun.objects.create(study=s), participant=_participant(s), excluded_by="vibes"),
     "result_table_unique_name": lambda s: [ResultTable.objects.create(run=r, name="ttests") for r in [AnalysisRun.objects.create(study=s)] for _ in range(2)],
     "embedding_unique_text": lambda s: [EmbeddingCache.objects.create(model_name="m", text_hash="h", vector=b"") for _ in range(2)],
+    "metrics_run_status_known": lambda s: MetricsRun.objects.create(study=s, status="paused"),
+    "metrics_run_done_has_finish_time": lambda s: MetricsRun.objects.create(study=s, status="done"),
+    "metrics_table_unique_name": lambda s: [MetricsTable.objects.create(run=r, name="robustness") for r in [MetricsRun.objects.create(study=s)] for _ in range(2)],
 }
 
 

@@ -3,9 +3,13 @@
 (function () {
   "use strict";
   var script = document.getElementById("results-script");
-  var dataNode = document.getElementById("figures-data");
-  if (!dataNode || !window.Plotly) { return; }
-  var figures = JSON.parse(dataNode.textContent);
+  if (!window.Plotly) { return; }
+  function figuresIn(id) {
+    var node = document.getElementById(id);
+    return node ? JSON.parse(node.textContent) : {};
+  }
+  var figures = figuresIn("figures-data");
+  var metricsFigures = figuresIn("metrics-figures-data");
   var config = {
     displaylogo: false,
     responsive: true,
@@ -17,8 +21,12 @@
       click: function (gd) { Plotly.downloadImage(gd, { format: "svg", filename: gd.id }); }
     }]
   };
-  document.querySelectorAll("[data-figure]").forEach(function (el) {
-    var figure = figures[el.getAttribute("data-figure")];
-    if (figure) { Plotly.newPlot(el, figure.data, figure.layout, config); }
-  });
+  function draw(attribute, source) {
+    document.querySelectorAll("[" + attribute + "]").forEach(function (el) {
+      var figure = source[el.getAttribute(attribute)];
+      if (figure) { Plotly.newPlot(el, figure.data, figure.layout, config); }
+    });
+  }
+  draw("data-figure", figures);
+  draw("data-metrics-figure", metricsFigures);
 }());
