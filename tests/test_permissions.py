@@ -92,6 +92,8 @@ EXPECTED: dict[str, Expect] = {
     "api-identifiers": api(A + "/restricted/identifiers.csv"),
     "api-import-responses": api(A + "/imports/responses/", method="POST", owner=400),
     "api-import-gold": api(A + "/imports/gold/", method="POST", owner=400),
+    "api-metrics-runs": api(A + "/metrics/", owner=404),
+    "api-predict": api(A + "/predict/", method="POST", owner=400),
     # researcher pages
     "researcher:study_list": Expect("/studies/", {"anonymous": (302, LOGIN), "participant": (302, LOGIN),
                                                  "other": 200, "owner": 200, "staff": 200}),
@@ -104,6 +106,12 @@ EXPECTED: dict[str, Expect] = {
     "researcher:figure_csv": researcher_page(S + "/runs/{run}/figures/rating_means.csv"),
     "researcher:import": researcher_page(S + "/import/"),
     "researcher:exports": researcher_page(S + "/exports/"),
+    "researcher:metrics": researcher_page(S + "/metrics/"),
+    # An empty text is refused before any model is touched.
+    "researcher:metrics_predict": researcher_page(S + "/metrics/predict/", method="POST", owner=400),
+    # No metrics run exists in this fixture, so even the owner finds no table.
+    "researcher:metrics_table_csv": researcher_page(S + "/metrics/1/tables/per_response.csv", owner=404),
+    "researcher:metrics_start": researcher_page(S + "/metrics/run/", method="POST", owner=302),
     "researcher:export_everything": researcher_page(S + "/exports/everything.zip"),
     "researcher:export_download": researcher_page(S + "/exports/participants.csv"),
     # participant pages: reachable for participants, whoever else is signed in
