@@ -224,6 +224,8 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 30 * 60, minimum=10)
 CELERY_TASK_SOFT_TIME_LIMIT = CELERY_TASK_TIME_LIMIT - 5
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# How long a running analysis attempt owns its run before another delivery may take over.
+ANALYSIS_RUN_LEASE_SECONDS = env_int("ANALYSIS_RUN_LEASE_SECONDS", CELERY_TASK_TIME_LIMIT + 30, minimum=5)
 # Enqueueing must not hang a request while the broker is down.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 2, "socket_timeout": 5, "max_retries": 1}
 

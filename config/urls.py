@@ -1,11 +1,20 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.http import HttpRequest, HttpResponse
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from .accounts import RateLimitedLoginView
 
+
+
+def healthz(request: HttpRequest) -> HttpResponse:
+    """Liveness without the database: the baseline of bench/capacity.py and the stack's readiness probe."""
+    return HttpResponse("ok", content_type="text/plain")
+
+
 urlpatterns = [
+    path("healthz", healthz, name="healthz"),
     path("admin/login/", RateLimitedLoginView.as_view(), name="admin-login"),
     path("admin/", admin.site.urls),
     path("accounts/login/", RateLimitedLoginView.as_view(), name="login"),
