@@ -33,6 +33,8 @@ def production_env(*, database_url: str | None, broker_url: str | None = None, *
         DEBUG="false",
         SECRET_KEY=env.get("SECRET_KEY") or secrets.token_urlsafe(50),
         ALLOWED_HOSTS="127.0.0.1,localhost",
+        # Plain http on 127.0.0.1: no TLS terminator in front of these stacks.
+        SECURE_SSL_REDIRECT="false",
         PYTHONUNBUFFERED="1",
         DJANGO_SETTINGS_MODULE="config.settings",
     )

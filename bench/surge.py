@@ -175,7 +175,7 @@ class Reconciliation:
         return not (self.lost or self.duplicated or self.mismatched or self.unexpected)
 
 
-def reconcile(results: list[BotResult], *, slug: str = SLUG) -> Reconciliation:
+def reconcile(results: list[BotResult], *, slug: str = SLUG, using: str = "default") -> Reconciliation:
     """Every acknowledged answer in the database exactly once, as posted; nothing else."""
     from django.db.models import Count
 
@@ -184,20 +184,20 @@ def reconcile(results: list[BotResult], *, slug: str = SLUG) -> Reconciliation:
     rec = Reconciliation()
     note = rec.details.append
     by_external = {r.external_id: r for r in results}
-    participants = {p.external_id: p for p in Participant.objects.filter(study__slug=slug, external_id__in=by_external)}
+    participants = {p.external_id: p for p in Participant.objects.using(using).filter(study__slug=slug, external_id__in=by_external)}
     pids = [p.pk for p in participants.values()]
     # Every stored rating, ranks and check answers of these participants, in three queries.
     stored: Counter = Counter()
     values: dict[tuple[int, int, str], int] = {}
-    for visit_id, placement_id, key, value in Rating.objects.filter(placement__visit__participant__in=pids).values_list(
+    for visit_id, placement_id, key, value in Rating.objects.using(using).filter(placement__visit__participant__in=pids).values_list(
         "placement__visit_id", "placement_id", "dimension__key", "value"
     ):
         stored[(visit_id, placement_id, key)] += 1
         values[(visit_id, placement_id, key)] = value
-    ranks = dict(ItemPlacement.objects.filter(visit__participant__in=pids).values_list("pk", "rank"))
+    ranks = dict(ItemPlacement.objects.using(using).filter(visit__participant__in=pids).values_list("pk", "rank"))
     visits = {
         v["pk"]: v
-        for v in BlockVisit.objects.filter(participant__in=pids).values(
+        for v in BlockVisit.objects.using(using).filter(participant__in=pids).values(
             "pk", "participant_id", "submitted_at", "attention_value", "block_id"
         )
     }
@@ -262,7 +262,7 @@ def reconcile(results: list[BotResult], *, slug: str = SLUG) -> Reconciliation:
             rec.unexpected += 1
             note(f"visit {visit_id} submitted in the database but never acknowledged")
     # The unique constraint makes this impossible; counted anyway, independently of the loop above.
-    rec.duplicated += Rating.objects.filter(placement__visit__participant__in=pids).values(
+    rec.duplicated += Rating.objects.using(using).filter(placement__visit__participant__in=pids).values(
         "placement_id", "dimension_id").annotate(n=Count("id")).filter(n__gt=1).count()
     return rec
 
@@ -390,3 +390,16 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def database_alias(url: str, alias: str = "stack") -> str:
+    """A connection alias to the stack's database from inside another Django process (the test run)."""
+    from django.db import connections
+
+    from config.settings import database_config
+
+    if alias not in connections.settings:
+        # configure_settings fills the defaults; it insists on a "default" entry.
+        connections.settings[alias] = connections.configure_settings(
+            {"default": database_config(url, base_dir=_stack.ROOT)})["default"]
+    return alias

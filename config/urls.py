@@ -25,3 +25,5 @@ urlpatterns = [
     path("", include("analysis.urls")),
     path("", include("surveys.urls")),
 ]
+
+handler500 = "config.middleware.server_error"
