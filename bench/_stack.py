@@ -133,7 +133,7 @@ class Gunicorn:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, *, timeout: float = 30) -> "Gunicorn":
+    def start(self, *, timeout: float = 120) -> "Gunicorn":
         env = dict(self.env, GUNICORN_BIND=f"127.0.0.1:{self.port}")
         if self.workers:
             env["GUNICORN_WORKERS"] = str(self.workers)
@@ -143,11 +143,15 @@ class Gunicorn:
             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
         )
         expected = self.workers or None
-        wait_until(
-            lambda: http_get(self.base_url, "/healthz")[0] == 200
-            and (expected is None or len(self.worker_pids()) >= expected),
-            timeout=timeout, what=f"gunicorn on port {self.port}",
-        )
+        try:
+            wait_until(
+                lambda: self.proc.poll() is None and http_get(self.base_url, "/healthz")[0] == 200
+                and (expected is None or len(self.worker_pids()) >= expected),
+                timeout=timeout, what=f"gunicorn on port {self.port}",
+            )
+        except TimeoutError:
+            self.stop()
+            raise
         return self
 
     def worker_pids(self) -> list[int]:
@@ -295,8 +299,12 @@ class ServeProduction:
         log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
         self.proc = subprocess.Popen([str(ROOT / "bin" / "serve-production")], cwd=ROOT, env=env,
                                      stdout=log, stderr=subprocess.STDOUT)
-        wait_until(lambda: self.proc.poll() is None and http_get(self.base_url, "/healthz")[0] == 200,
-                   timeout=timeout, what="bin/serve-production")
+        try:
+            wait_until(lambda: self.proc.poll() is None and http_get(self.base_url, "/healthz")[0] == 200,
+                       timeout=timeout, what="bin/serve-production")
+        except TimeoutError:
+            self.stop()
+            raise
         return self
 
     def gunicorn_worker_pids(self) -> list[int]:
