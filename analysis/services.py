@@ -49,12 +49,46 @@ def run_lease_seconds() -> float:
 
 def analysis_run_create(*, study: Study, requested_by: str = "") -> AnalysisRun:
     """A queued run with the study's current thresholds; its task is sent once the row is committed."""
-    from analysis.tasks import run_analysis  # the task module imports this one
-
     with transaction.atomic():
         run = AnalysisRun.objects.create(study=study, thresholds=study.quality_thresholds, requested_by=requested_by)
-        transaction.on_commit(lambda: run_analysis.delay(run.pk))
+        transaction.on_commit(lambda: analysis_run_enqueue(run_id=run.pk))
     return run
+
+
+def analysis_run_enqueue(*, run_id: int) -> bool:
+    """Send the run's task; False when the broker is unreachable (the run stays queued).
+
+    A broker outage must not turn the researcher's request into an error: the
+    queued run is sent again by ``analysis_runs_requeue`` (celery worker start
+    and reconnect, and ``manage.py requeue_stale_runs``). Sending a run twice
+    is harmless: only one delivery can claim it.
+    """
+    from analysis.tasks import run_analysis
+
+    if settings.CELERY_TASK_ALWAYS_EAGER:
+        run_analysis.delay(run_id)  # in-process: errors are the caller's to see
+        return True
+    try:
+        run_analysis.apply_async((run_id,), retry=False)
+    except Exception as exc:  # noqa: BLE001 - kombu/redis raise many kinds; any means "not sent"
+        logger.warning("run %s stays queued: the broker is unreachable (%s)", run_id, type(exc).__name__)
+        return False
+    return True
+
+
+def analysis_runs_requeue(*, older_than_seconds: float = 0, include_running: bool = False) -> list[int]:
+    """Send again every queued run and every running run whose lease expired; returns the ids sent.
+
+    ``include_running`` also sends runs whose lease is still live (a worker
+    starting after a crash): their task waits for the lease, then takes over.
+    """
+    now = timezone.now()
+    lease_expired = now - timedelta(seconds=0 if include_running else run_lease_seconds())
+    stale = Q(status=AnalysisRun.Status.QUEUED, created_at__lte=now - timedelta(seconds=older_than_seconds)) | Q(
+        status=AnalysisRun.Status.RUNNING, started_at__lte=lease_expired
+    )
+    ids = list(AnalysisRun.objects.filter(stale).order_by("id").values_list("id", flat=True))
+    return [run_id for run_id in ids if analysis_run_enqueue(run_id=run_id)]
 
 
 def _run_claim(model: type[models.Model], run_id: int) -> Claim:

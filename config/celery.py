@@ -1,11 +1,36 @@
 """The Celery app. Settings come from Django's settings (CELERY_* names)."""
 
+import logging
 import os
 
-from celery import Celery
+from celery import Celery, bootsteps
+
+logger = logging.getLogger(__name__)
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 app = Celery("hev")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+class RequeueStaleRuns(bootsteps.StartStopStep):
+    """Each time the worker's consumer (re)connects to the broker, send the runs
+    still queued: their first message may have been lost to a broker outage
+    (analysis.services.analysis_run_enqueue), or their worker was killed."""
+
+    requires = {"celery.worker.consumer.tasks:Tasks"}
+
+    def start(self, consumer) -> None:
+        from analysis.services import analysis_runs_requeue
+
+        try:
+            sent = analysis_runs_requeue(include_running=True)
+        except Exception:  # noqa: BLE001 - a database hiccup must not stop the worker
+            logger.exception("could not re-send queued analysis runs")
+            return
+        if sent:
+            logger.info("re-sent analysis runs %s", sent)
+
+
+app.steps["consumer"].add(RequeueStaleRuns)

@@ -10,6 +10,10 @@ timeout = int(os.environ.get("GUNICORN_TIMEOUT", 30))
 graceful_timeout = 20
 keepalive = 5
 max_requests = 5000
+# Load Django once in the master and fork: a worker (re)started under load, or
+# after max_requests, answers at once instead of importing pandas and scipy
+# within its timeout. (A code change needs a restart, not a HUP.)
+preload_app = True
 max_requests_jitter = 500
 accesslog = os.environ.get("GUNICORN_ACCESS_LOG", "-")
 # The access log passes through the same filter as Django's logs, so panel ids
@@ -24,3 +28,10 @@ logconfig_dict = {
         "gunicorn.access": {"handlers": ["console"], "level": "INFO", "propagate": False},
     },
 }
+
+
+def when_ready(server):
+    """Import every view (and with them pandas, scipy, plotly) before forking; no database connection is opened."""
+    from django.urls import get_resolver
+
+    get_resolver().url_patterns

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Callable
 
 from django.db import DatabaseError, InterfaceError, OperationalError, connections
 from django.http import HttpRequest, HttpResponse
 from django.template.loader import render_to_string
+from django.views.defaults import server_error as django_server_error
 
 logger = logging.getLogger(__name__)
 
@@ -22,14 +24,27 @@ class DatabaseUnavailableMiddleware:
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         if not isinstance(exception, (OperationalError, InterfaceError)) or not _is_connection_failure(exception):
             return None
-        logger.warning("database unavailable: %s", exception.__class__.__name__)
-        for connection in connections.all(initialized_only=True):
-            # Drop the broken connection so the next request reconnects.
-            connection.close_if_unusable_or_obsolete()
-        body = render_to_string("503.html", request=None)
-        response = HttpResponse(body, status=503)
-        response["Retry-After"] = "5"
-        return response
+        return please_retry(exception)
+
+
+def please_retry(exception: Exception) -> HttpResponse:
+    logger.warning("database unavailable: %s", exception.__class__.__name__)
+    for connection in connections.all(initialized_only=True):
+        # Drop the broken connection so the next request reconnects.
+        connection.close_if_unusable_or_obsolete()
+    body = render_to_string("503.html", request=None)
+    response = HttpResponse(body, status=503)
+    response["Retry-After"] = "5"
+    return response
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """handler500: a database outage met outside a view (e.g. the session save
+    after the response, in SessionMiddleware) also answers "please retry"."""
+    exception = sys.exc_info()[1]
+    if isinstance(exception, (OperationalError, InterfaceError)) and _is_connection_failure(exception):
+        return please_retry(exception)
+    return django_server_error(request)
 
 
 def _is_connection_failure(exception: DatabaseError) -> bool:

@@ -1,12 +1,21 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.http import HttpRequest, HttpResponse
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from .accounts import RateLimitedLoginView
 from .security import chart_page_csp
 
+
+
+def healthz(request: HttpRequest) -> HttpResponse:
+    """Liveness without the database: the baseline of bench/capacity.py and the stack's readiness probe."""
+    return HttpResponse("ok", content_type="text/plain")
+
+
 urlpatterns = [
+    path("healthz", healthz, name="healthz"),
     path("admin/login/", RateLimitedLoginView.as_view(), name="admin-login"),
     path("admin/", admin.site.urls),
     path("accounts/login/", RateLimitedLoginView.as_view(), name="login"),
@@ -19,3 +28,5 @@ urlpatterns = [
     path("", include("analysis.urls")),
     path("", include("surveys.urls")),
 ]
+
+handler500 = "config.middleware.server_error"

@@ -1,0 +1,227 @@
+"""Faults during participant traffic, each against a real stack started here on a
+private PostgreSQL cluster (port 5433) and a private redis-server (port 6380),
+never the shared services:
+
+1. Redis stopped: answers are still saved quickly; an analysis run started
+   meanwhile stays queued and completes once Redis is back.
+2. A celery worker SIGKILLed mid-run: after a restart the run completes once.
+3. PostgreSQL restarted: requests get a fast 503 "please retry" page, the
+   participant's next submit succeeds, nothing lost or duplicated.
+4. A gunicorn worker SIGKILLed mid-request: nothing lost or duplicated.
+
+Skipped unless the binaries exist (or REQUIRE_SERVICES=1, which turns a skip
+into a failure).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench import _stack, surge  # noqa: E402
+
+pytestmark = [pytest.mark.slow, pytest.mark.worker]
+
+
+def _require(available: bool, what: str) -> None:
+    if not available:
+        if os.environ.get("REQUIRE_SERVICES") == "1":
+            pytest.fail(f"{what} is required (REQUIRE_SERVICES=1)")
+        pytest.skip(f"{what} is not installed")
+
+
+@pytest.fixture(scope="module")
+def services(tmp_path_factory, django_db_blocker):
+    _require(_stack.PrivatePostgres.available(), "PostgreSQL (initdb, pg_ctl)")
+    _require(_stack.PrivateRedis.available(), "redis-server")
+    pg = _stack.PrivatePostgres(port=5433).init().start()
+    redis = _stack.PrivateRedis(port=6380).start()
+    logs = tmp_path_factory.mktemp("faults")
+    url = pg.url("hev_launch_faults")
+    env = _stack.production_env(database_url=url, broker_url=redis.url(10), DATABASE_CONNECT_TIMEOUT="2",
+                                ANALYSIS_RUN_LEASE_SECONDS="8")
+    try:
+        _stack.prepare_site(env, collectstatic=False)
+        with django_db_blocker.unblock():
+            alias = surge.database_alias(url, alias="faults")
+            yield {"pg": pg, "redis": redis, "env": env, "logs": logs, "alias": alias}
+    finally:
+        from django.db import connections
+
+        if "faults" in connections.settings:
+            connections["faults"].close()
+        redis.stop()
+        pg.destroy()
+
+
+@pytest.fixture
+def gunicorn(services):
+    server = _stack.Gunicorn(services["env"], 8134, workers=3, log_path=services["logs"] / "gunicorn.log").start()
+    yield server
+    server.stop()
+
+
+def _traffic(base_url: str, n: int, *, seed: int, retries: int = 0, think_scale: float = 0.01):
+    """Bots in a background thread; returns (thread, holder) where holder gets (results, recorder)."""
+    holder: dict = {}
+    recorder = surge.Recorder()
+
+    def go():
+        holder["results"], holder["recorder"] = surge.run_bots(
+            base_url=base_url, n=n, ramp=1, think_scale=think_scale, seed=seed, retries=retries, recorder=recorder,
+            mix={"honest": 1.0})
+
+    thread = threading.Thread(target=go, daemon=True)
+    thread.start()
+    return thread, holder, recorder
+
+
+def _assert_reconciled(results, alias):
+    errors = [r.error for r in results if r.error]
+    assert not errors, errors[:3]
+    assert {r.outcome for r in results} == {"completed"}
+    rec = surge.reconcile(results, using=alias)
+    assert rec.clean, rec.details[:10]
+    assert rec.acknowledged_ratings == rec.stored_ratings > 0
+
+
+def _answer_latencies(recorder, since: float, until: float) -> list[float]:
+    return [s.seconds for s in recorder.samples if s.kind == "answer" and since <= s.started <= until and s.status]
+
+
+def _researcher_session(env, base_url):
+    from surveys.bots import HttpTransport, page_spec_from_html
+
+    _stack.manage("shell", "-c", (
+        "from django.contrib.auth.models import User; "
+        "User.objects.filter(username='faults').exists() or "
+        "User.objects.create_superuser('faults', 'f@example.org', 'faults-password-123')"), env=env)
+    browser = HttpTransport(base_url)
+    login = browser.request("GET", "/accounts/login/")
+    token = page_spec_from_html(login.text).csrf_token
+    response = browser.request("POST", "/accounts/login/", {
+        "csrfmiddlewaretoken": token, "username": "faults", "password": "faults-password-123"})
+    assert response.status == 302, response.status
+    return browser
+
+
+def _run_rows(alias):
+    from analysis.models import AnalysisRun
+
+    return AnalysisRun.objects.using(alias)
+
+
+def test_redis_down_answers_still_save_fast_and_a_run_started_meanwhile_completes_later(services, gunicorn):
+    env, redis, alias = services["env"], services["redis"], services["alias"]
+    worker = _stack.CeleryWorker(env, log_path=services["logs"] / "celery1.log").start()
+    try:
+        researcher = _researcher_session(env, gunicorn.base_url)
+        thread, holder, recorder = _traffic(gunicorn.base_url, 6, seed=11, think_scale=0.02)
+        time.sleep(3)
+        redis.stop()
+        down_at = time.perf_counter() - recorder.t0
+        page = researcher.request("GET", "/studies/tide/")
+        from surveys.bots import page_spec_from_html
+
+        csrf = page_spec_from_html(page.text).csrf_token
+        began = time.perf_counter()
+        started = researcher.request("POST", "/studies/tide/runs/", {"csrfmiddlewaretoken": csrf})
+        run_request_seconds = time.perf_counter() - began
+        assert started.status == 302, started.status
+        run = _run_rows(alias).order_by("-id").first()
+        assert run.status == "queued"
+        time.sleep(6)
+        up_at = time.perf_counter() - recorder.t0
+        redis.start()
+        thread.join(timeout=240)
+        assert not thread.is_alive()
+        _assert_reconciled(holder["results"], alias)
+        during = _answer_latencies(recorder, down_at, up_at)
+        assert during, "no answers were posted while Redis was down"
+        assert max(during) < 2.0, f"an answer waited {max(during):.1f}s while Redis was down"
+        assert run_request_seconds < 5, f"starting a run took {run_request_seconds:.1f}s with Redis down"
+        _stack.wait_until(lambda: _run_rows(alias).get(pk=run.pk).status == "done", timeout=90,
+                          what="the queued run finishing after Redis came back")
+    finally:
+        worker.stop()
+
+
+def test_a_celery_worker_killed_mid_run_completes_the_run_exactly_once_after_restart(services):
+    from analysis.models import ParticipantResult, ResultTable
+    from surveys.models import Participant
+
+    env, alias = services["env"], services["alias"]
+    worker = _stack.CeleryWorker(env, log_path=services["logs"] / "celery2.log").start()
+    try:
+        # Created from the test process: the message goes to the private broker.
+        _stack.manage("shell", "-c", "from analysis.services import analysis_run_create; "
+                      "from surveys.models import Study; analysis_run_create(study=Study.objects.get(slug='tide'))",
+                      env=env)
+        run = _run_rows(alias).order_by("-id").first()
+        _stack.wait_until(lambda: _run_rows(alias).get(pk=run.pk).status == "running", timeout=60, interval=0.02,
+                          what="the run being claimed")
+        worker.kill_hard()
+        assert _run_rows(alias).get(pk=run.pk).status == "running"
+        worker = _stack.CeleryWorker(env, log_path=services["logs"] / "celery2b.log").start()
+        _stack.wait_until(lambda: _run_rows(alias).get(pk=run.pk).status in {"done", "failed"}, timeout=120,
+                          what="the run finishing after the restart")
+        done = _run_rows(alias).get(pk=run.pk)
+        assert done.status == "done", done.error
+        assert done.attempts == 2
+        participants = Participant.objects.using(alias).filter(study__slug="tide", is_preview=False).count()
+        assert ParticipantResult.objects.using(alias).filter(run=done).count() == participants
+        names = list(ResultTable.objects.using(alias).filter(run=done).values_list("name", flat=True))
+        assert len(names) == len(set(names))
+    finally:
+        worker.stop()
+
+
+def test_postgres_restart_gives_fast_503s_then_the_next_submit_succeeds(services, gunicorn):
+    pg, alias = services["pg"], services["alias"]
+    from django.db import connections
+
+    thread, holder, recorder = _traffic(gunicorn.base_url, 6, seed=22, retries=40, think_scale=0.02)
+    time.sleep(4)
+    connections[alias].close()
+    pg.stop("fast")
+    try:
+        began = time.perf_counter()
+        status, body = _stack.http_get(gunicorn.base_url, "/s/tide/?PROLIFIC_PID=" + "e" * 24)
+        seconds = time.perf_counter() - began
+        time.sleep(4)
+    finally:
+        pg.start()
+    thread.join(timeout=240)
+    assert not thread.is_alive()
+    assert status == 503 and "Please try again" in body, (status, body[:300])
+    assert seconds < 3, f"the 503 took {seconds:.1f}s"
+    statuses = {s.status for s in recorder.samples}
+    assert 503 in statuses and 500 not in statuses, statuses
+    _assert_reconciled(holder["results"], alias)
+
+
+def test_a_gunicorn_worker_killed_mid_request_loses_and_duplicates_nothing(services, gunicorn):
+    thread, holder, recorder = _traffic(gunicorn.base_url, 6, seed=33, retries=5, think_scale=0.0)
+    kills = 0
+    time.sleep(2)
+    while thread.is_alive() and kills < 6:
+        pids = gunicorn.worker_pids()
+        if pids:
+            os.kill(pids[kills % len(pids)], signal.SIGKILL)
+            kills += 1
+        time.sleep(1.5)
+    thread.join(timeout=240)
+    assert not thread.is_alive()
+    assert kills >= 3
+    broken = [s for s in recorder.samples if s.status == 0]
+    assert broken, "no request was cut by the kills; the test proved nothing"
+    _assert_reconciled(holder["results"], services["alias"])
