@@ -116,3 +116,22 @@ def _small_model_subsamples():
     os.environ.setdefault("ANALYSIS_BOOTSTRAP_SAMPLES", "30")
     settings.ANALYSIS_MODEL_MAX_ROWS = int(os.environ["ANALYSIS_MODEL_MAX_ROWS"])
     settings.ANALYSIS_BOOTSTRAP_SAMPLES = int(os.environ["ANALYSIS_BOOTSTRAP_SAMPLES"])
+
+
+@pytest.fixture(autouse=True)
+def _tasks_in_process_unless_worker_test(request):
+    """Tests run tasks in-process, even when CI names a Redis broker for the whole suite.
+
+    Only tests marked ``worker`` talk to the real broker and a real ``celery worker``.
+    """
+    if request.node.get_closest_marker("worker"):
+        yield
+        return
+    from django.conf import settings
+
+    from config.celery import app
+
+    previous = (app.conf.task_always_eager, settings.CELERY_TASK_ALWAYS_EAGER)
+    app.conf.task_always_eager = settings.CELERY_TASK_ALWAYS_EAGER = True
+    yield
+    app.conf.task_always_eager, settings.CELERY_TASK_ALWAYS_EAGER = previous
