@@ -169,8 +169,8 @@ def entry(request: HttpRequest, slug: str) -> HttpResponse:
             return refusal
     request.session[_session_key(slug)] = {
         "external_id": external_id,
-        "panel_study_id": request.GET.get(study.study_param, "")[:128],
-        "panel_session_id": request.GET.get(study.session_param, "")[:128],
+        "panel_study_id": _panel_value(request, study.study_param),
+        "panel_session_id": _panel_value(request, study.session_param),
         "preview": False,
         "participant_id": participant.pk if participant else None,
     }
@@ -180,6 +180,14 @@ def entry(request: HttpRequest, slug: str) -> HttpResponse:
     # Someone who had already started is coming back (another tab, browser or day).
     request.session[_session_key(slug)]["welcome_back"] = step == Step.PAGE
     return _go(slug, step)
+
+
+_CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _panel_value(request: HttpRequest, name: str) -> str:
+    # Informational only, so cleaned rather than refused; PostgreSQL cannot store NUL.
+    return _CONTROL_CHARACTERS.sub("", request.GET.get(name, ""))[:128]
 
 
 def _valid_external_id(study: Study, external_id: str | None) -> bool:

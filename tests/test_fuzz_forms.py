@@ -178,3 +178,12 @@ def test_entry_with_bad_parameters_never_fails_and_enrols_cleanly(client, tide, 
     assert response.status_code in {303, 200}
     participant = Participant.objects.get(study=tide, external_id=params["PROLIFIC_PID"])
     assert "\x00" not in participant.panel_study_id + participant.panel_session_id
+
+
+def test_nul_bytes_in_the_panel_parameters_do_not_break_enrolment(client, tide):
+    response = client.get(f"/s/{tide.slug}/", {"PROLIFIC_PID": "e" * 24, "STUDY_ID": "a\x00b", "SESSION_ID": "\x00"})
+    assert response.status_code == 303
+    response = client.post(f"/s/{tide.slug}/consent/", {"decision": "accept"})
+    assert response.status_code == 303
+    participant = Participant.objects.get(study=tide, external_id="e" * 24)
+    assert "\x00" not in participant.panel_study_id + participant.panel_session_id
