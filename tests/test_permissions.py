@@ -107,6 +107,8 @@ EXPECTED: dict[str, Expect] = {
     "researcher:import": researcher_page(S + "/import/"),
     "researcher:exports": researcher_page(S + "/exports/"),
     "researcher:metrics": researcher_page(S + "/metrics/"),
+    # The load balancer's probe: public, touches no database.
+    "healthz": public("/healthz", 200),
     # An empty text is refused before any model is touched.
     "researcher:metrics_predict": researcher_page(S + "/metrics/predict/", method="POST", owner=400),
     # No metrics run exists in this fixture, so even the owner finds no table.
