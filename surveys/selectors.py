@@ -170,3 +170,11 @@ def participant_pages(*, participant: Participant) -> list[VisitPage]:
         else VisitPage(visit=v, placements=placements.get(v.pk, []), dimensions=dimensions, free_text_questions=questions)
         for v in visits
     ]
+
+
+def participant_block_seconds(*, participant: Participant) -> list[float]:
+    """Seconds the participant spent on each submitted block (one query), for the time estimate."""
+    rows = BlockVisit.objects.filter(
+        participant=participant, block__isnull=False, submitted_at__isnull=False
+    ).values_list("shown_at", "submitted_at")
+    return [(submitted - shown).total_seconds() for shown, submitted in rows if shown and submitted]

@@ -24,7 +24,7 @@ from django.views.decorators.cache import never_cache
 
 from . import clock, selectors, services
 from .forms import TAMPER_MESSAGE, DemographicsForm, PageForm
-from .models import BlockVisit, Participant, Study
+from .models import Participant, Study
 from .selectors import ParticipantState, Step
 
 MAX_EXTERNAL_ID_LENGTH = 128
@@ -122,17 +122,11 @@ class TimeLeft:
     own_pace: bool  # True: from this participant's median; False: a typical pace
 
 
-def _block_seconds(visits) -> list[float]:
-    return [(submitted - shown).total_seconds() for shown, submitted in visits if shown and submitted]
-
-
 def _time_left(flow: Flow) -> TimeLeft:
     """Remaining blocks x the participant's median seconds per block (a typical pace before any)."""
-    # One query whatever the study's size. TODO(selectors owner): move into selectors.participant_pace.
     blocks_done = sum(1 for v in flow.state.visits if v.is_block and v.submitted)
     remaining = flow.state.progress.block_total - blocks_done
-    done = BlockVisit.objects.filter(participant=flow.participant, block__isnull=False, submitted_at__isnull=False)
-    own = _block_seconds(done.values_list("shown_at", "submitted_at"))
+    own = selectors.participant_block_seconds(participant=flow.participant)
     pace = statistics.median(own) if own else TYPICAL_SECONDS_PER_BLOCK
     return TimeLeft(blocks_done=blocks_done, minutes=math.ceil(remaining * pace / 60), own_pace=bool(own))
 
