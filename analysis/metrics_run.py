@@ -23,8 +23,6 @@ from __future__ import annotations
 import importlib.util
 import logging
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import numpy as np
 import pandas as pd
@@ -34,6 +32,7 @@ from analysis import frames, metrics, selectors, services
 from analysis.embedding_cache import DatabaseEmbeddingCache, pair_hash
 from analysis.metrics import MetricsUnavailable
 from analysis.models import MetricsRun
+from analysis.steps import RunSteps
 from surveys.models import Dimension, Study
 
 logger = logging.getLogger(__name__)
@@ -169,26 +168,11 @@ class _CachedPredictor:
 # --------------------------------------------------------------------------- the run
 
 
-class _Steps:
-    def __init__(self, run_id: int, attempt: int):
-        self.run_id, self.attempt = run_id, attempt
-        self.timings: dict[str, float] = {}
-        self.current = "start"
-
-    @contextmanager
-    def step(self, name: str) -> Iterator[None]:
-        self.current = name
-        services.metrics_run_step(run_id=self.run_id, attempt=self.attempt, step=name)
-        began = time.perf_counter()
-        yield
-        self.timings[name] = round(time.perf_counter() - began, 3)
-
-
 def _n_boot() -> int:
     return int(getattr(settings, "METRICS_N_BOOT", 2000))
 
 
-def compute_metrics_outcome(study: Study, steps: _Steps) -> services.MetricsOutcome:
+def compute_metrics_outcome(study: Study, steps: RunSteps) -> services.MetricsOutcome:
     """Every table of a metrics run (the database is only read, plus the caches written)."""
     from analysis.perturb import robustness_table
     from analysis.predictor import fit_predictor
@@ -241,7 +225,7 @@ def compute_metrics_outcome(study: Study, steps: _Steps) -> services.MetricsOutc
 
 
 def metrics_run_execute(run: MetricsRun, attempt: int) -> None:
-    steps = _Steps(run.pk, attempt)
+    steps = RunSteps(lambda name: services.metrics_run_step(run_id=run.pk, attempt=attempt, step=name))
     began = time.perf_counter()
     try:
         outcome = compute_metrics_outcome(run.study, steps)

@@ -5,36 +5,18 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 from celery import shared_task
 
 from analysis import frames, pipeline, quality, services
 from analysis.models import AnalysisRun
+from analysis.steps import RunSteps
 
 logger = logging.getLogger(__name__)
 
 
-class _Steps:
-    """Marks the current step on the run and times it."""
-
-    def __init__(self, run_id: int, attempt: int):
-        self.run_id, self.attempt = run_id, attempt
-        self.timings: dict[str, float] = {}
-        self.current = "start"
-
-    @contextmanager
-    def step(self, name: str) -> Iterator[None]:
-        self.current = name
-        services.analysis_run_step(run_id=self.run_id, attempt=self.attempt, step=name)
-        began = time.perf_counter()
-        yield
-        self.timings[name] = round(time.perf_counter() - began, 3)
-
-
 def analysis_run_execute(run: AnalysisRun, attempt: int) -> None:
-    steps = _Steps(run.pk, attempt)
+    steps = RunSteps(lambda name: services.analysis_run_step(run_id=run.pk, attempt=attempt, step=name))
     began = time.perf_counter()
     try:
         with steps.step("frames"):
