@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench import _stack, surge  # noqa: E402
 
-pytestmark = [pytest.mark.slow, pytest.mark.worker]
+pytestmark = [pytest.mark.slow, pytest.mark.worker, pytest.mark.faults]
 
 
 def _require(available: bool, what: str) -> None:

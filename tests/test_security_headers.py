@@ -79,7 +79,9 @@ def test_session_and_csrf_cookies_are_secure_and_httponly(tide, steps):
 
 
 def _production_env(**extra) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in {"DEBUG", "SECURE_HSTS_SECONDS", "SECURE_COOKIES"}}
+    # DJANGO_ALLOW_ASYNC_UNSAFE is set for this process by the browser tests only.
+    dropped = {"DEBUG", "SECURE_HSTS_SECONDS", "SECURE_COOKIES", "DJANGO_ALLOW_ASYNC_UNSAFE"}
+    env = {k: v for k, v in os.environ.items() if k not in dropped}
     env.update(DEBUG="false", SECRET_KEY="x" * 20 + "-production-like-secret-key-for-the-test", ALLOWED_HOSTS="example.org")
     env.update(extra)
     return env
