@@ -196,9 +196,14 @@ def run_import(report: Report, study, paths: dict[str, Path], fk_triggers: str) 
 
 
 def platform(report: Report, study, thresholds: dict) -> dict[str, Any]:
+    from django.conf import settings
     from django.db.models.signals import pre_init
 
     from analysis import frames, pipeline, quality, stats
+
+    options = pipeline.model_options(
+        model_max_rows=settings.ANALYSIS_MODEL_MAX_ROWS, bootstrap_samples=settings.ANALYSIS_BOOTSTRAP_SAMPLES
+    )
 
     created = []
 
@@ -228,7 +233,7 @@ def platform(report: Report, study, thresholds: dict) -> dict[str, Any]:
     tables = {}
     for name in stats.ANALYSES:
         with report.step(f"analysis: {name}") as step:
-            tables[name] = pipeline._call(name, kept_ratings, kept_participants)
+            tables[name] = pipeline._call(name, kept_ratings, kept_participants, options)
             notes = sorted({n for n in tables[name].get("note", pd.Series(dtype=object)).dropna() if n})
             step.note = "; ".join(notes)[:150]
     loose_ratings, loose_participants = pipeline.retained(ratings, enriched, keep_rules=("straightlining",))
