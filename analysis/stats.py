@@ -271,18 +271,26 @@ def win_table(
     if problem:
         return _note_frame(WIN_COLUMNS, problem)
     data, dimension_note = _single_dimension(ratings, dimension, dimension_column)
-    data = data.dropna(subset=[rating])
+    data = data[[participant, block, scenario, model, condition, rating]].dropna(subset=[rating])
     systems = data[data[condition] != REFERENCE]
     references = data[data[condition] == REFERENCE]
     if systems.empty:
         return _note_frame(WIN_COLUMNS, _join_notes(dimension_note, "no non-reference ratings"))
 
+    # One grouped pass per quantity, then a loop over the few system x scenario
+    # cells: filtering the 1.2 million rows once per cell dominated the time.
+    pairs = systems.groupby([model, scenario], sort=True, observed=True)
+    means = systems.groupby([model, scenario, condition], sort=False, observed=True)[rating].mean()
+    participants_per_pair = pairs[participant].nunique()
+    blocks_per_pair = pairs[block].unique()
+    by_block = references.groupby(block, sort=False, observed=True)[rating]
+    reference_sums, reference_counts = by_block.sum().to_dict(), by_block.count().to_dict()
     rows = []
-    for (system, scenario_id), cells in systems.groupby([model, scenario], sort=True):
-        zs_mean = cells.loc[cells[condition] == ZERO_SHOT, rating].mean()
-        ft_mean = cells.loc[cells[condition] == FINE_TUNED, rating].mean()
-        same_blocks = references[block].isin(cells[block].unique())
-        reference_mean = references.loc[same_blocks, rating].mean()
+    for (system, scenario_id), blocks in blocks_per_pair.items():
+        zs_mean = means.get((system, scenario_id, ZERO_SHOT), np.nan)
+        ft_mean = means.get((system, scenario_id, FINE_TUNED), np.nan)
+        count = sum(reference_counts.get(b, 0) for b in blocks)
+        reference_mean = sum(reference_sums.get(b, 0.0) for b in blocks) / count if count else np.nan
         missing = [
             label
             for label, value in (("zero-shot", zs_mean), ("fine-tuned", ft_mean), ("reference", reference_mean))
@@ -296,7 +304,7 @@ def win_table(
             "winner": _winner(zs_mean, ft_mean),
             "reference_mean": reference_mean,
             "reference_points": _reference_points(reference_mean, zs_mean, ft_mean),
-            "n": cells[participant].nunique(),
+            "n": int(participants_per_pair[(system, scenario_id)]),
             "note": _join_notes(dimension_note, ("no ratings for " + ", ".join(missing)) if missing else ""),
         })
     table = pd.DataFrame(rows, columns=WIN_COLUMNS)
