@@ -85,8 +85,27 @@ def _categorical(codes: np.ndarray, labels: Sequence[str]) -> pd.Categorical:
     return pd.Categorical.from_codes(codes, categories=pd.Index(list(labels), dtype=object))
 
 
+def _positions(sorted_ids: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Where each of ``values`` sits in ``sorted_ids`` (unique, ascending); -1 when absent.
+
+    Ids of one study are nearly contiguous, so a lookup table indexed by id is
+    used when it stays small (a few times the number of ids): one gather
+    instead of a binary search per row (1.2 million rows).
+    """
+    if not len(sorted_ids) or not len(values):
+        return np.full(len(values), -1, dtype=np.int64)
+    low, high = int(sorted_ids[0]), int(sorted_ids[-1])
+    inside = (values >= low) & (values <= high)
+    if high - low < 4 * len(sorted_ids) + 1024:
+        table = np.full(high - low + 1, -1, dtype=np.int64)
+        table[sorted_ids - low] = np.arange(len(sorted_ids))
+        return np.where(inside, table[np.clip(values - low, 0, high - low)], -1)
+    at = np.minimum(np.searchsorted(sorted_ids, values), len(sorted_ids) - 1)
+    return np.where(sorted_ids[at] == values, at, -1)
+
+
 def _labels_by_id(pairs: list[tuple[int, str]]) -> tuple[np.ndarray, list[str]]:
-    """Sorted ids and their labels, for ``np.searchsorted`` lookups."""
+    """Sorted ids and their labels, for ``_positions`` lookups."""
     pairs = sorted(pairs)
     return np.array([p[0] for p in pairs], dtype=np.int64), [p[1] for p in pairs]
 
@@ -198,8 +217,8 @@ def ratings_frame(study_id: int) -> pd.DataFrame:
         return _empty_ratings_frame()
     visits = _visits(study_id)
     visit_ids = visits["visit"].to_numpy()
-    visit_at = np.minimum(np.searchsorted(visit_ids, rows[:, 0]), max(len(visit_ids) - 1, 0))
-    counted = visit_ids[visit_at] == rows[:, 0] if len(visit_ids) else np.zeros(len(rows), dtype=bool)
+    visit_at = _positions(visit_ids, rows[:, 0])
+    counted = visit_at >= 0
     rows, visit_at = rows[counted], visit_at[counted]
     if not len(rows):
         return _empty_ratings_frame()
@@ -214,7 +233,7 @@ def ratings_frame(study_id: int) -> pd.DataFrame:
         ).order_by("id")
     )
     item_ids = np.array([item[0] for item in items], dtype=np.int64)
-    item_at = np.searchsorted(item_ids, rows[:, 1])
+    item_at = _positions(item_ids, rows[:, 1])
     scenario_codes, scenarios = _unique_codes([item[2] for item in items])
     model_codes, models = _unique_codes([item[3] for item in items])
     condition_codes, conditions = _unique_codes([item[4] for item in items])
@@ -223,7 +242,7 @@ def ratings_frame(study_id: int) -> pd.DataFrame:
         dimension_ids, dimension_keys = _labels_by_id(
             list(Dimension.objects.filter(study_id=study_id).values_list("id", "key"))
         )
-        dimension = _categorical(np.searchsorted(dimension_ids, rows[:, 2]), dimension_keys)
+        dimension = _categorical(_positions(dimension_ids, rows[:, 2]), dimension_keys)
         rating = rows[:, 6].astype(float)
     else:
         dimension = _categorical(np.zeros(len(rows), dtype=np.int64), [""])
@@ -233,9 +252,9 @@ def ratings_frame(study_id: int) -> pd.DataFrame:
     frame = pd.DataFrame(
         {
             "participant_id": _categorical(
-                np.searchsorted(participant_ids, visits["participant"].to_numpy()[visit_at]), pseudonyms
+                _positions(participant_ids, visits["participant"].to_numpy())[visit_at], pseudonyms
             ),
-            "block_id": _categorical(np.searchsorted(block_ids, visits["block"].to_numpy()[visit_at]), block_keys),
+            "block_id": _categorical(_positions(block_ids, visits["block"].to_numpy())[visit_at], block_keys),
             "scenario": _categorical(scenario_codes[item_at], scenarios),
             "response_id": _categorical(item_at, [item[1] for item in items]),
             "model": _categorical(model_codes[item_at], models),

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from analysis import frames
 from analysis.frames import PARTICIPANT_COLUMNS, RATING_COLUMNS, participants_frame, ratings_frame
 from surveys.models import AttentionCheck, BlockVisit, Dimension, Item, ItemPlacement, Participant, Rating
 
@@ -104,3 +105,12 @@ def test_quoted_csv_files_import_through_the_exact_reader(tide):
     report = responses_import(study=tide, participants_file=io.StringIO(fixed), ratings_file=io.StringIO(ratings))
     assert report.ratings_created == 5
     assert Participant.objects.get(external_id="q1").education == "Some college, no degree"
+
+
+@pytest.mark.parametrize("ids", [[3, 4, 5, 9], [3, 10_000_000, 20_000_000]], ids=["lookup table", "binary search"])
+def test_positions_finds_each_id_and_marks_the_absent_ones(ids):
+    sorted_ids = np.array(ids, dtype=np.int64)
+    values = np.array([ids[-1], 1, ids[0], ids[1], 7, 30_000_000], dtype=np.int64)
+    expected = [list(ids).index(v) if v in ids else -1 for v in values]
+    assert frames._positions(sorted_ids, values).tolist() == expected
+    assert frames._positions(sorted_ids[:0], values).tolist() == [-1] * len(values)
