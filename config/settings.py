@@ -131,6 +131,7 @@ MIDDLEWARE = [
     "config.security.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    "config.sessions.SessionRefreshMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -190,7 +191,9 @@ LOGIN_REDIRECT_URL = "/studies/"
 
 # Participants may take a long break; 60 minutes of inactivity is the floor.
 SESSION_COOKIE_AGE = env_int("SESSION_COOKIE_AGE", 4 * 60 * 60, minimum=60 * 60)
-SESSION_SAVE_EVERY_REQUEST = True
+# Sliding expiry without a write per request: config/sessions.py.
+SESSION_SAVE_EVERY_REQUEST = False
+SESSION_REFRESH_SECONDS = env_int("SESSION_REFRESH_SECONDS", 5 * 60, minimum=0)
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", not DEBUG)

@@ -8,6 +8,7 @@ its sequence, and the details of the one page being shown.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import Enum
 
 from .models import (
@@ -36,6 +37,11 @@ class VisitSummary:
     sequence: int
     is_block: bool
     submitted: bool
+    seconds: float | None = None  # shown to submitted, for the time estimate
+
+
+def _seconds_between(shown: datetime | None, submitted: datetime | None) -> float | None:
+    return (submitted - shown).total_seconds() if shown and submitted else None
 
 
 @dataclass(frozen=True)
@@ -93,10 +99,11 @@ def study_is_full(*, study: Study) -> bool:
 
 def participant_state(*, participant: Participant) -> ParticipantState:
     visits = [
-        VisitSummary(id=row[0], sequence=row[1], is_block=row[2] is not None, submitted=row[3] is not None)
+        VisitSummary(id=row[0], sequence=row[1], is_block=row[2] is not None, submitted=row[3] is not None,
+                     seconds=_seconds_between(row[4], row[3]))
         for row in BlockVisit.objects.filter(participant=participant)
         .order_by("sequence")
-        .values_list("id", "sequence", "block_id", "submitted_at")
+        .values_list("id", "sequence", "block_id", "submitted_at", "shown_at")
     ]
     current = next((v for v in visits if not v.submitted), None)
     return ParticipantState(
@@ -170,11 +177,3 @@ def participant_pages(*, participant: Participant) -> list[VisitPage]:
         else VisitPage(visit=v, placements=placements.get(v.pk, []), dimensions=dimensions, free_text_questions=questions)
         for v in visits
     ]
-
-
-def participant_block_seconds(*, participant: Participant) -> list[float]:
-    """Seconds the participant spent on each submitted block (one query), for the time estimate."""
-    rows = BlockVisit.objects.filter(
-        participant=participant, block__isnull=False, submitted_at__isnull=False
-    ).values_list("shown_at", "submitted_at")
-    return [(submitted - shown).total_seconds() for shown, submitted in rows if shown and submitted]

@@ -126,7 +126,7 @@ def _time_left(flow: Flow) -> TimeLeft:
     """Remaining blocks x the participant's median seconds per block (a typical pace before any)."""
     blocks_done = sum(1 for v in flow.state.visits if v.is_block and v.submitted)
     remaining = flow.state.progress.block_total - blocks_done
-    own = selectors.participant_block_seconds(participant=flow.participant)
+    own = [v.seconds for v in flow.state.visits if v.is_block and v.seconds is not None]
     pace = statistics.median(own) if own else TYPICAL_SECONDS_PER_BLOCK
     return TimeLeft(blocks_done=blocks_done, minutes=math.ceil(remaining * pace / 60), own_pace=bool(own))
 
