@@ -76,6 +76,15 @@ def new_page(browser, *, viewport: dict | None = None, javascript: bool = True, 
     return context.new_page()
 
 
+def csp_violations(page, refused: list[str] | None = None) -> list[str]:
+    """The Content-Security-Policy violations chromium reports on the page's console from
+    now on (a style or script the policy refused), appended to ``refused`` as they come."""
+    refused = [] if refused is None else refused
+    page.on("console", lambda message: refused.append(message.text) if "Content Security Policy" in message.text
+            else None)
+    return refused
+
+
 @pytest.fixture
 def desktop_page(browser) -> Iterator:
     page = new_page(browser)

@@ -132,7 +132,13 @@ def test_it_completes_tide_with_a_mouse_and_drag_ranking(browser, live_server, t
         submitted = _visit_id(page)
         page.get_by_role("button", name="Next").click()
         if blocks == 3 and kind == "block":
-            # The back button cannot reopen a saved page: it shows the current one.
+            # The back button cannot reopen a saved page: it shows the current one. Go back
+            # from the next page once loaded: a history call while the POST's navigation is
+            # still committing can fail ("Not attached to an active page").
+            page.wait_for_function(
+                "v => document.readyState === 'complete' && document.querySelector('input[name=visit]')?.value !== v",
+                arg=str(submitted),
+            )
             page.go_back()
             assert _visit_id(page) != submitted
             assert _kind(page) in {"block", "check"}

@@ -3,6 +3,8 @@ panel ids kept out of gunicorn's access log."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import os
 import re
 import shutil
@@ -14,7 +16,8 @@ from pathlib import Path
 import pytest
 from django.test import Client, override_settings
 
-from config.security import CHART_PAGE_CSP, DEFAULT_CSP, chart_page_csp
+from config.security import CHART_PAGE_CSP, DEFAULT_CSP, chart_page_csp, with_style_source
+from tests.researcher_data import owner  # noqa: F401  (pytest fixture)
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -33,17 +36,53 @@ def participant(client, tide, steps):
 def test_it_sends_a_strict_csp_on_participant_pages(participant, tide):
     response = participant.get(f"/s/{tide.slug}/page/")
     policy = _directives(response["Content-Security-Policy"])
-    assert policy["style-src"] == "style-src 'self'"
+    # 'self' plus the hash of the inlined participant stylesheet, nothing else.
+    assert re.fullmatch(r"style-src 'self' 'sha256-[A-Za-z0-9+/]{43}='", policy["style-src"])
     assert policy["script-src"] == "script-src 'self'"
     assert policy["frame-ancestors"] == "frame-ancestors 'none'"
     assert "unsafe-inline" not in response["Content-Security-Policy"]
 
 
-def test_participant_pages_have_no_inline_scripts_or_styles(participant, tide):
+def _inline_style(html: str) -> str:
+    styles = re.findall(r"<style>(.*?)</style>", html, flags=re.DOTALL)
+    assert len(styles) == 1, f"{len(styles)} <style> elements"
+    return styles[0]
+
+
+def _sha256_source(text: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode() + "'"
+
+
+def test_the_csp_allows_exactly_the_inlined_stylesheet_by_its_hash(participant, tide, steps):
+    pages = {
+        "block": participant.get(f"/s/{tide.slug}/page/"),
+        "bad link": Client().get(f"/s/{tide.slug}/?PROLIFIC_PID=bad%20id"),
+        "session expired": Client().get(f"/s/{tide.slug}/page/", follow=True),
+    }
+    for name, response in pages.items():
+        assert response.status_code in (200, 400, 403), name
+        html, header = response.content.decode(), response["Content-Security-Policy"]
+        css = _inline_style(html)
+        # The hash of what was rendered, byte for byte (no autoescaping, same whitespace).
+        assert _sha256_source(css) in _directives(header)["style-src"].split(), name
+        assert "unsafe-inline" not in header, name
+        assert css == (ROOT / "static" / "css" / "site.css").read_text(), f"{name}: not the file's exact text"
+        assert '<link rel="stylesheet"' not in html, name
+
+
+def test_participant_pages_have_no_inline_scripts_or_style_attributes(participant, tide):
     html = participant.get(f"/s/{tide.slug}/page/").content.decode()
     assert not re.search(r"<script(?![^>]*\bsrc=)[^>]*>", html), "inline <script> would be blocked by the CSP"
-    assert "<style" not in html
     assert not re.search(r"\son[a-z]+=\"", html), "inline event handlers would be blocked by the CSP"
+    # A hash admits the <style> element only, never style="..." attributes.
+    assert not re.search(r"\sstyle=", html), "style attributes would be blocked by the CSP"
+
+
+def test_researcher_pages_link_the_stylesheet_instead(client, owner):
+    client.force_login(owner)
+    html = client.get("/studies/").content.decode()
+    assert "<style" not in html
+    assert re.search(r'<link rel="stylesheet" href="/static/css/site\.css">', html)
 
 
 def test_chart_pages_allow_inline_styles_only():
@@ -52,6 +91,48 @@ def test_chart_pages_allow_inline_styles_only():
     assert policy["style-src"] == "style-src 'self' 'unsafe-inline'"
     assert policy["script-src"] == "script-src 'self'"
     assert CHART_PAGE_CSP.replace(" 'unsafe-inline'", "") == DEFAULT_CSP
+    # No hash next to 'unsafe-inline': browsers would then ignore 'unsafe-inline' (and plotly's styles).
+    assert "sha256" not in response["Content-Security-Policy"]
+
+
+HASH = "'sha256-AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA='"
+
+
+@pytest.mark.parametrize(
+    ("policy", "expected"),
+    [
+        (DEFAULT_CSP, DEFAULT_CSP.replace("style-src 'self'", f"style-src 'self' {HASH}")),
+        (CHART_PAGE_CSP, CHART_PAGE_CSP),
+        # Styles fall back on default-src: the hash goes into a style-src copied from it.
+        ("default-src 'self' https://cdn.example; img-src *",
+         f"default-src 'self' https://cdn.example; img-src *; style-src 'self' https://cdn.example {HASH}"),
+        ("default-src 'none'", f"default-src 'none'; style-src {HASH}"),
+        ("style-src-elem 'self'; style-src 'self'", f"style-src-elem 'self' {HASH}; style-src 'self' {HASH}"),
+        ("img-src 'self'", "img-src 'self'"),  # no restriction on styles to widen
+    ],
+)
+def test_an_operator_s_own_policy_admits_the_stylesheet_hash_too(policy, expected):
+    assert with_style_source(policy, HASH) == expected
+
+
+def test_with_debug_off_the_stylesheet_comes_from_the_source_tree_not_static_root():
+    # With DEBUG off (manifest storage, nothing collected) the page still inlines the
+    # file and the middleware's header still carries its hash.
+    script = (
+        "import django, re; django.setup()\n"
+        "from django.http import HttpResponse\n"
+        "from django.template.loader import render_to_string\n"
+        "from config.inline_style import style_hash\n"
+        "from config.security import ContentSecurityPolicyMiddleware\n"
+        "html = render_to_string('surveys/notice_full.html', {'study': {'title': 'T'}})\n"
+        "css = re.search(r'<style>(.*?)</style>', html, re.S).group(1)\n"
+        "header = ContentSecurityPolicyMiddleware(lambda r: HttpResponse())(None)['Content-Security-Policy']\n"
+        "print(len(css), style_hash(css) in header)\n"
+    )
+    env = _production_env(DJANGO_SETTINGS_MODULE="config.settings")
+    result = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == [str(len((ROOT / "static" / "css" / "site.css").read_text())), "True"]
 
 
 def test_it_sends_nosniff_referrer_policy_and_frame_denial(participant, tide):
