@@ -50,7 +50,9 @@ def services(tmp_path_factory, django_db_blocker):
     env = _stack.production_env(database_url=url, broker_url=redis.url(10), DATABASE_CONNECT_TIMEOUT="2",
                                 ANALYSIS_RUN_LEASE_SECONDS="8")
     try:
-        _stack.prepare_site(env, collectstatic=False)
+        # Like bin/serve-production: with DEBUG=false every page needs the static
+        # manifest, and a fresh checkout has none until collectstatic runs.
+        _stack.prepare_site(env)
         with django_db_blocker.unblock():
             alias = surge.database_alias(url, alias="faults")
             yield {"pg": pg, "redis": redis, "env": env, "logs": logs, "alias": alias}
