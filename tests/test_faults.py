@@ -207,7 +207,9 @@ def test_postgres_restart_gives_fast_503s_then_the_next_submit_succeeds(services
     assert status == 503 and "Please try again" in body, (status, body[:300])
     assert seconds < 3, f"the 503 took {seconds:.1f}s"
     statuses = {s.status for s in recorder.samples}
-    assert 503 in statuses and 500 not in statuses, statuses
+    # The outage shows as "please retry" and nothing else: no 500, and no 400 from
+    # a session save the outage cut short.
+    assert 503 in statuses and statuses <= {200, 302, 303, 503}, statuses
     _assert_reconciled(holder["results"], alias)
 
 
