@@ -28,7 +28,10 @@ PG_BIN = Path(os.environ.get("PG_BIN", "/usr/lib/postgresql/15/bin"))
 
 def production_env(*, database_url: str | None, broker_url: str | None = None, **extra: str) -> dict[str, str]:
     """The environment of the production settings (DEBUG=False) for one stack."""
-    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "CELERY_BROKER_URL", "DEBUG"}}
+    # The caller's own database, broker and debug flag never reach the stack, nor
+    # DJANGO_ALLOW_ASYNC_UNSAFE, which the browser tests set for the test process.
+    dropped = {"DATABASE_URL", "CELERY_BROKER_URL", "DEBUG", "DJANGO_ALLOW_ASYNC_UNSAFE"}
+    env = {k: v for k, v in os.environ.items() if k not in dropped}
     env.update(
         DEBUG="false",
         SECRET_KEY=env.get("SECRET_KEY") or secrets.token_urlsafe(50),
