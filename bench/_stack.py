@@ -28,7 +28,10 @@ PG_BIN = Path(os.environ.get("PG_BIN", "/usr/lib/postgresql/15/bin"))
 
 def production_env(*, database_url: str | None, broker_url: str | None = None, **extra: str) -> dict[str, str]:
     """The environment of the production settings (DEBUG=False) for one stack."""
-    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "CELERY_BROKER_URL", "DEBUG"}}
+    # The caller's own database, broker and debug flag never reach the stack, nor
+    # DJANGO_ALLOW_ASYNC_UNSAFE, which the browser tests set for the test process.
+    dropped = {"DATABASE_URL", "CELERY_BROKER_URL", "DEBUG", "DJANGO_ALLOW_ASYNC_UNSAFE"}
+    env = {k: v for k, v in os.environ.items() if k not in dropped}
     env.update(
         DEBUG="false",
         SECRET_KEY=env.get("SECRET_KEY") or secrets.token_urlsafe(50),
@@ -157,8 +160,51 @@ class Gunicorn:
     def worker_pids(self) -> list[int]:
         return children_of(self.proc.pid) if self.proc else []
 
+    def busy_worker_pids(self) -> list[int]:
+        """Workers holding a client connection, i.e. serving a request right now.
+
+        The sync workers of config/gunicorn.conf.py serve one request per
+        connection and close it after the response (no keep-alive), so a worker
+        with an accepted socket is reading, handling or answering a request.
+        """
+        inodes = established_socket_inodes(self.port)
+        return [pid for pid in self.worker_pids() if inodes & socket_inodes_of(pid)]
+
     def stop(self) -> None:
         stop_process(self.proc)
+
+
+def established_socket_inodes(port: int) -> set[int]:
+    """Inodes of the connected sockets whose local end is ``port`` (the server side)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except FileNotFoundError:
+            continue
+        for line in lines:
+            fields = line.split()
+            local, state, inode = fields[1], fields[3], int(fields[9])
+            if state == "01" and int(local.rsplit(":", 1)[1], 16) == port:  # 01: ESTABLISHED
+                inodes.add(inode)
+    return inodes
+
+
+def socket_inodes_of(pid: int) -> set[int]:
+    """Inodes of the sockets a process has open (empty if it is gone)."""
+    inodes = set()
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except (FileNotFoundError, ProcessLookupError):
+        return inodes
+    for fd in fds:
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except (FileNotFoundError, ProcessLookupError):  # closed meanwhile
+            continue
+        if target.startswith("socket:["):
+            inodes.add(int(target[len("socket:["):-1]))
+    return inodes
 
 
 @dataclass

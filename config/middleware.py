@@ -6,9 +6,11 @@ import logging
 import sys
 from collections.abc import Callable
 
+from django.contrib.sessions.exceptions import SessionInterrupted
 from django.db import DatabaseError, InterfaceError, OperationalError, connections
 from django.http import HttpRequest, HttpResponse
 from django.template.loader import render_to_string
+from django.views.defaults import bad_request as django_bad_request
 from django.views.defaults import server_error as django_server_error
 
 logger = logging.getLogger(__name__)
@@ -45,6 +47,30 @@ def server_error(request: HttpRequest) -> HttpResponse:
     if isinstance(exception, (OperationalError, InterfaceError)) and _is_connection_failure(exception):
         return please_retry(exception)
     return django_server_error(request)
+
+
+def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """handler400: when the database goes away between the view and the session
+    save, Django's SessionMiddleware reports SessionInterrupted (a 400 "bad
+    request"). The request was fine and the participant should simply submit
+    again (answers are idempotent), so that is "please retry" too."""
+    if isinstance(exception, SessionInterrupted):
+        failure = _connection_failure_behind(exception)
+        if failure is not None:
+            return please_retry(failure)
+    return django_bad_request(request, exception)
+
+
+def _connection_failure_behind(exception: BaseException) -> DatabaseError | None:
+    """The database connection failure this exception was raised while handling, if any."""
+    seen: set[int] = set()
+    current: BaseException | None = exception
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, (OperationalError, InterfaceError)) and _is_connection_failure(current):
+            return current
+        current = current.__cause__ or current.__context__
+    return None
 
 
 def _is_connection_failure(exception: DatabaseError) -> bool:

@@ -29,4 +29,5 @@ urlpatterns = [
     path("", include("surveys.urls")),
 ]
 
+handler400 = "config.middleware.bad_request"
 handler500 = "config.middleware.server_error"

@@ -50,7 +50,9 @@ def services(tmp_path_factory, django_db_blocker):
     env = _stack.production_env(database_url=url, broker_url=redis.url(10), DATABASE_CONNECT_TIMEOUT="2",
                                 ANALYSIS_RUN_LEASE_SECONDS="8")
     try:
-        _stack.prepare_site(env, collectstatic=False)
+        # Like bin/serve-production: with DEBUG=false every page needs the static
+        # manifest, and a fresh checkout has none until collectstatic runs.
+        _stack.prepare_site(env)
         with django_db_blocker.unblock():
             alias = surge.database_alias(url, alias="faults")
             yield {"pg": pg, "redis": redis, "env": env, "logs": logs, "alias": alias}
@@ -205,7 +207,9 @@ def test_postgres_restart_gives_fast_503s_then_the_next_submit_succeeds(services
     assert status == 503 and "Please try again" in body, (status, body[:300])
     assert seconds < 3, f"the 503 took {seconds:.1f}s"
     statuses = {s.status for s in recorder.samples}
-    assert 503 in statuses and 500 not in statuses, statuses
+    # The outage shows as "please retry" and nothing else: no 500, and no 400 from
+    # a session save the outage cut short.
+    assert 503 in statuses and statuses <= {200, 302, 303, 503}, statuses
     _assert_reconciled(holder["results"], alias)
 
 
@@ -213,15 +217,30 @@ def test_a_gunicorn_worker_killed_mid_request_loses_and_duplicates_nothing(servi
     thread, holder, recorder = _traffic(gunicorn.base_url, 6, seed=33, retries=5, think_scale=0.0)
     kills = 0
     time.sleep(2)
-    while thread.is_alive() and kills < 6:
-        pids = gunicorn.worker_pids()
-        if pids:
-            os.kill(pids[kills % len(pids)], signal.SIGKILL)
-            kills += 1
-        time.sleep(1.5)
+    # Kill only workers that are serving a request at that moment (a kill between
+    # requests proves nothing: the next request just goes to another worker), until
+    # the bots have seen a request cut and at least three kills happened.
+    deadline = time.monotonic() + 120
+    while thread.is_alive() and time.monotonic() < deadline and kills < 12:
+        if kills >= 3 and any(s.status == 0 for s in recorder.samples):
+            break
+        busy = gunicorn.busy_worker_pids()
+        if not busy:
+            time.sleep(0.005)
+            continue
+        try:
+            os.kill(busy[0], signal.SIGKILL)
+        except ProcessLookupError:  # it finished and gunicorn replaced it meanwhile
+            continue
+        kills += 1
+        time.sleep(1.0)  # let the master boot a replacement
     thread.join(timeout=240)
     assert not thread.is_alive()
-    assert kills >= 3
+    assert kills >= 3, f"only {kills} kills landed on a busy worker before the bots finished"
     broken = [s for s in recorder.samples if s.status == 0]
-    assert broken, "no request was cut by the kills; the test proved nothing"
-    _assert_reconciled(holder["results"], services["alias"])
+    assert broken, f"{kills} kills of busy workers cut no request; the test proved nothing"
+    results = holder["results"]
+    # Every cut request was sent again by its bot (a participant pressing the button again)...
+    assert sum(r.retried for r in results) >= len(broken), (len(broken), [r.retried for r in results])
+    # ...and every answer the bots saw acknowledged is stored exactly once.
+    _assert_reconciled(results, services["alias"])
