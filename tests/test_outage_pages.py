@@ -6,12 +6,17 @@ handlers' decisions for the exception chains that outage produces.
 
 from __future__ import annotations
 
+import pytest
 from django.contrib.sessions.backends.base import UpdateError
 from django.contrib.sessions.exceptions import SessionInterrupted
 from django.db import DatabaseError, OperationalError
 from django.test import RequestFactory
 
 from config.middleware import bad_request
+
+# please_retry closes the connections a failure left unusable; after other tests
+# the default connection is open, and checking it needs database access.
+pytestmark = pytest.mark.django_db
 
 
 def _session_interrupted(cause: Exception | None) -> SessionInterrupted:
