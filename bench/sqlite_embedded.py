@@ -33,7 +33,7 @@ def main(argv=None) -> int:
     folder = Path(tempfile.mkdtemp(prefix="hev_launch_sqlite_"))
     url = f"sqlite:///{folder / 'db.sqlite3'}"
     env = _stack.production_env(database_url=url)
-    _stack.prepare_site(env, collectstatic=False)
+    _stack.prepare_site(env, collectstatic=True)
     log = folder / "gunicorn.log"
     server = _stack.Gunicorn(env, args.port, workers=args.workers, log_path=log).start()
     try:
