@@ -261,7 +261,9 @@ class Participant(models.Model):
         LIVE = "live", "Survey"
         IMPORT = "import", "Imported"
 
-    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="participants")
+    # The unique constraints below lead with this column, so their index serves
+    # lookups and cascades; a separate one would only slow every insert.
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="participants", db_index=False)
     external_id = models.CharField(max_length=128)
     pseudonym = models.CharField(max_length=64)
     panel_study_id = models.CharField(max_length=128, blank=True)
@@ -335,7 +337,9 @@ class TurnAway(models.Model):
 class BlockVisit(models.Model):
     """One page of a participant's sequence: a block or an attention check."""
 
-    participant = models.ForeignKey(Participant, on_delete=models.CASCADE, related_name="visits")
+    # The unique constraints below lead with this column, so their index serves
+    # lookups and cascades; a separate one would only slow every insert.
+    participant = models.ForeignKey(Participant, on_delete=models.CASCADE, related_name="visits", db_index=False)
     sequence = models.PositiveIntegerField()
     block = models.ForeignKey(Block, on_delete=models.PROTECT, null=True, blank=True, related_name="visits")
     attention_check = models.ForeignKey(
@@ -374,7 +378,9 @@ class ItemPlacement(models.Model):
         BEST = "best", "Most"
         WORST = "worst", "Least"
 
-    visit = models.ForeignKey(BlockVisit, on_delete=models.CASCADE, related_name="placements")
+    # The unique constraints below lead with this column, so their index serves
+    # lookups and cascades; a separate one would only slow every insert.
+    visit = models.ForeignKey(BlockVisit, on_delete=models.CASCADE, related_name="placements", db_index=False)
     item = models.ForeignKey(Item, on_delete=models.PROTECT, related_name="placements")
     position = models.PositiveSmallIntegerField()
     rank = models.PositiveSmallIntegerField(null=True, blank=True)
@@ -396,7 +402,9 @@ class ItemPlacement(models.Model):
 
 
 class Rating(models.Model):
-    placement = models.ForeignKey(ItemPlacement, on_delete=models.CASCADE, related_name="ratings")
+    # The unique constraints below lead with this column, so their index serves
+    # lookups and cascades; a separate one would only slow every insert.
+    placement = models.ForeignKey(ItemPlacement, on_delete=models.CASCADE, related_name="ratings", db_index=False)
     dimension = models.ForeignKey(Dimension, on_delete=models.PROTECT, related_name="ratings")
     value = models.SmallIntegerField()
 
