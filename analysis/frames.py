@@ -269,11 +269,27 @@ def ratings_frame(study_id: int) -> pd.DataFrame:
             "worst": choice == 2,
         }
     )
-    order = np.lexsort(
-        (frame["dimension"].cat.codes.to_numpy(), frame["position"].to_numpy(),
-         frame["block_order"].to_numpy(), frame["participant_id"].cat.codes.to_numpy())
-    )
-    return frame.take(order).reset_index(drop=True)
+    return frame.take(_row_order(frame)).reset_index(drop=True)
+
+
+def _row_order(frame: pd.DataFrame) -> np.ndarray:
+    """Participant, block order, position, dimension: the frame's documented row order.
+
+    The four small non-negative integers are packed into one int64 key: one
+    stable argsort instead of a four-key lexsort (the same order, ties kept).
+    """
+    keys = [
+        frame["participant_id"].cat.codes.to_numpy(dtype=np.int64),
+        frame["block_order"].to_numpy(dtype=np.int64),
+        frame["position"].to_numpy(dtype=np.int64),
+        frame["dimension"].cat.codes.to_numpy(dtype=np.int64),
+    ]
+    if not len(frame) or min(int(key.min()) for key in keys) < 0:
+        return np.lexsort(keys[::-1])
+    packed = np.zeros(len(frame), dtype=np.int64)
+    for key in keys:
+        packed = packed * (int(key.max()) + 1) + key
+    return np.argsort(packed, kind="stable")
 
 
 def _empty_ratings_frame() -> pd.DataFrame:
