@@ -241,3 +241,20 @@ def test_it_rejects_bad_gold_files_whole(tide, gold, expected):
         gold_import(study=tide, gold_file=io.StringIO(gold))
     assert expected in caught.value.problems
     assert not GoldScore.objects.exists()
+
+
+def test_an_import_refreshes_the_planner_statistics_on_postgresql(tide):
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.skip("planner statistics are PostgreSQL's (SQLite plans without them)")
+    run_import(tide)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT relname, reltuples FROM pg_class WHERE relname IN "
+            "('surveys_participant', 'surveys_blockvisit', 'surveys_itemplacement', 'surveys_rating')"
+        )
+        estimated = dict(cursor.fetchall())
+    # Never analyzed is -1; ANALYZE records what the import wrote (2, 4, 20, 15 rows).
+    assert estimated == {"surveys_participant": 2, "surveys_blockvisit": 4,
+                         "surveys_itemplacement": 20, "surveys_rating": 15}
