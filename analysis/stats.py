@@ -548,7 +548,7 @@ def group_ttests(
     if problem:
         return _note_frame(TTEST_COLUMNS, problem)
     data, dimension_note = _single_dimension(ratings, dimension, dimension_column)
-    data = data[[participant, model, rating]].dropna(subset=[rating])
+    data = data[[participant, model, rating]].dropna(subset=[rating, participant, model])
     # Integer codes and bincount instead of string comparisons and groupby per
     # model x group x level: on 1.2 million ratings this was most of the time.
     participant_codes, participant_ids = pd.factorize(data[participant])
