@@ -19,7 +19,6 @@ through categorical codes instead of being joined and transferred per row.
 
 from __future__ import annotations
 
-import io
 from collections.abc import Sequence
 
 import numpy as np
@@ -30,6 +29,7 @@ from django.db.models import (
 )
 from django.db.models.functions import Coalesce
 
+from analysis import pgcopy
 from analysis.models import GoldScore
 from analysis.regions import region_of
 from surveys.models import Block, BlockVisit, Dimension, Item, ItemPlacement, Participant, Rating, Study
@@ -66,14 +66,7 @@ def _int_rows(queryset: QuerySet, width: int) -> np.ndarray:
         rows = _fetch(queryset)
         return np.array(rows, dtype=np.int64) if rows else np.zeros((0, width), dtype=np.int64)
     sql, params = queryset.query.sql_with_params()
-    buffer = io.BytesIO()
-    with connection.cursor() as cursor, cursor.cursor.copy(f"COPY ({sql}) TO STDOUT", params) as copy:
-        for chunk in copy:
-            buffer.write(chunk)
-    if not buffer.tell():
-        return np.zeros((0, width), dtype=np.int64)
-    buffer.seek(0)
-    return pd.read_csv(buffer, sep="\t", header=None, dtype=np.int64, engine="c").to_numpy()
+    return pgcopy.int_rows_out(sql, params, width)
 
 
 def _utc(values: Sequence) -> pd.DatetimeIndex:

@@ -30,6 +30,7 @@ import pandas as pd
 from django.db import DatabaseError, connection, transaction
 from django.db.models import Max, Model
 
+from analysis import pgcopy
 from analysis.models import GoldScore
 from surveys.definition import OUTSIDE_US, PREFER_NOT
 from surveys.models import Block, BlockVisit, Item, ItemPlacement, Participant, Rating, Study
@@ -631,18 +632,19 @@ def _check_ranks(frame: pd.DataFrame, errors: _RowErrors) -> None:
 # ---------------------------------------------------------------- writing
 
 
-def _db_times(micros: pd.Series) -> list[str | None]:
-    """Times as the database takes them in bulk: UTC text, None for missing."""
-    moments = pd.to_datetime(micros.where(micros >= 0), unit="us", utc=True)
-    suffix = "+00:00" if connection.vendor == "postgresql" else ""  # SQLite stores naive UTC
-    text = moments.dt.strftime("%Y-%m-%d %H:%M:%S.%f") + suffix
-    return text.astype(object).where(moments.notna(), None).tolist()
+def _utc_times(micros: Any) -> pd.Series:
+    """Microseconds since the epoch as UTC datetimes; NaN and negative values (no time) become NaT."""
+    micros = pd.Series(np.asarray(micros, dtype=float))
+    return pd.to_datetime(micros.where(micros >= 0), unit="us", utc=True)
 
 
-def _python_values(series: pd.Series) -> list:
-    """Plain Python values for the database driver; None for missing."""
-    if not pd.api.types.is_numeric_dtype(series.dtype):
-        return [None if v is None or v != v else v for v in series.tolist()]
+def _sqlite_values(series: pd.Series) -> list:
+    """Plain Python values for SQLite's executemany; None for missing, naive UTC text for times."""
+    if isinstance(series.dtype, pd.DatetimeTZDtype):
+        text = series.dt.tz_convert("UTC").dt.strftime("%Y-%m-%d %H:%M:%S.%f")
+        return text.astype(object).where(series.notna(), None).tolist()
+    if not pd.api.types.is_numeric_dtype(series.dtype) or pd.api.types.is_bool_dtype(series.dtype):
+        return [None if v is None or v is pd.NA or v != v else v for v in series.tolist()]
     if series.isna().any():
         return [None if pd.isna(v) else int(v) for v in series.tolist()]
     return series.astype(np.int64).tolist()
@@ -651,70 +653,88 @@ def _python_values(series: pd.Series) -> list:
 def _insert_rows(model: type[Model], frame: pd.DataFrame) -> None:
     """Insert the rows of ``frame`` (columns named after model fields) into ``model``'s table.
 
-    PostgreSQL: one COPY fed with tab-separated text that pandas writes in C.
+    PostgreSQL: one binary COPY built with numpy (``analysis.pgcopy``).
     Elsewhere: executemany in batches.
     """
+    if not len(frame):
+        return
+    if connection.vendor == "postgresql":
+        pgcopy.copy_frame_in(model, frame)
+        return
     names = [model._meta.get_field(f).column for f in frame.columns]
     table = connection.ops.quote_name(model._meta.db_table)
     quoted = ", ".join(connection.ops.quote_name(c) for c in names)
+    sql = f"INSERT INTO {table} ({quoted}) VALUES ({', '.join(['%s'] * len(names))})"
+    rows = zip(*(_sqlite_values(frame[c]) for c in frame.columns))
     with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            with cursor.cursor.copy(f"COPY {table} ({quoted}) FROM STDIN") as copy:
-                for start in range(0, len(frame), 200_000):
-                    chunk = frame.iloc[start:start + 200_000]
-                    copy.write(chunk.to_csv(sep="\t", header=False, index=False, na_rep="\\N", lineterminator="\n"))
-            return
-        sql = f"INSERT INTO {table} ({quoted}) VALUES ({', '.join(['%s'] * len(names))})"
-        rows = zip(*(_python_values(frame[c]) for c in frame.columns))
         batch = list(itertools.islice(rows, 10000))
         while batch:
             cursor.executemany(sql, batch)
             batch = list(itertools.islice(rows, 10000))
 
 
-def _insert_keyed(model: type[Model], frame: pd.DataFrame, fields: list[str], owner: str, owners: list[int],
-                  keys: list[str]) -> pd.DataFrame:
-    """Insert ``frame[fields]`` and return the new rows' ids with their ``keys`` columns.
+def _new_ids(model: type[Model], count: int) -> np.ndarray:
+    """Ids for ``count`` new rows of ``model``, so rows that reference them can be built before writing.
 
-    PostgreSQL: COPY, then read the ids back by owner (no sequence round trip
-    per row). SQLite: the IMMEDIATE transaction holds the write lock, so the
-    ids after the current maximum are ours to assign.
+    PostgreSQL: taken from the table's sequence. SQLite: the IMMEDIATE
+    transaction holds the write lock, so the ids after the current maximum
+    are ours.
     """
     if connection.vendor == "postgresql":
-        _insert_rows(model, frame[fields])
-        key_columns = ", ".join(connection.ops.quote_name(model._meta.get_field(k).column) for k in keys)
-        owner_column = connection.ops.quote_name(model._meta.get_field(owner).column)
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"SELECT id, {key_columns} FROM {connection.ops.quote_name(model._meta.db_table)} "
-                f"WHERE {owner_column} = ANY(%s)", [owners],
-            )
-            return pd.DataFrame(cursor.fetchall(), columns=["id", *keys], dtype=np.int64)
+        return pgcopy.reserve_ids(model, count)
     start = (model.objects.aggregate(top=Max("id"))["top"] or 0) + 1
-    ids = np.arange(start, start + len(frame), dtype=np.int64)
-    _insert_rows(model, frame[fields].assign(id=ids))
-    return pd.DataFrame({"id": ids, **{k: frame[k].to_numpy(dtype=np.int64) for k in keys}})
+    return np.arange(start, start + count, dtype=np.int64)
 
 
-def _new_participant(study: Study, p: _ParsedParticipant, n_blocks: int, last_seen: datetime) -> Participant:
-    completed = p.finished_at is not None
-    return Participant(
-        study=study,
-        external_id=p.external_id,
-        pseudonym=pseudonym_for(key=study.pseudonym_key, external_id=p.external_id),
-        source=Participant.Source.IMPORT,
-        status=Participant.Status.COMPLETED if completed else Participant.Status.EXITED,
-        consented_at=p.started_at,
-        started_at=p.started_at,
-        finished_at=p.finished_at,
-        last_seen_at=p.finished_at or last_seen,
-        instructions_seen=True,
-        blocks_assigned=n_blocks,
-        demographics_done=any(p.demographics.values()),
-        completion_code=study.completion_code if completed else "",
-        imported_attention_passed=p.attention_passed,
-        **p.demographics,
-    )
+def _with_field_defaults(model: type[Model], frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` plus every other concrete field of ``model`` at its default (bulk writes skip ``save``)."""
+    missing = {}
+    for field in model._meta.concrete_fields:
+        if field.primary_key or field.name in frame.columns:
+            continue
+        if field.has_default() and callable(field.default):
+            raise TypeError(f"{model.__name__}.{field.name} has a per-row default; give it a column")
+        missing[field.name] = field.get_default()
+    return frame.assign(**missing)
+
+
+def _participant_rows(study: Study, new: list[_ParsedParticipant], rows: pd.DataFrame) -> pd.DataFrame:
+    """The Participant rows of an import (ids included), one per new participant."""
+    n_blocks = rows.groupby("external", observed=True)["block_id"].nunique()
+    last_us = rows[["started", "submitted"]].max(axis=1).groupby(rows["external"], observed=True).max()
+    externals = [p.external_id for p in new]
+    started = pd.to_datetime(pd.Series([p.started_at for p in new], dtype=object), utc=True)
+    finished = pd.to_datetime(pd.Series([p.finished_at for p in new], dtype=object), utc=True)
+    completed = finished.notna().to_numpy()
+    # Last seen: the finish, else the participant's last block time, else the start.
+    last_seen = finished.fillna(_utc_times(last_us.reindex(externals).to_numpy())).fillna(started)
+    frame = pd.DataFrame({
+        "id": _new_ids(Participant, len(new)),
+        "study": study.pk,
+        "external_id": externals,
+        "pseudonym": [pseudonym_for(key=study.pseudonym_key, external_id=e) for e in externals],
+        "source": Participant.Source.IMPORT.value,
+        "status": np.where(completed, Participant.Status.COMPLETED.value, Participant.Status.EXITED.value),
+        "consented_at": started,
+        "started_at": started,
+        "finished_at": finished,
+        "last_seen_at": last_seen,
+        "instructions_seen": True,
+        "blocks_assigned": n_blocks.reindex(externals, fill_value=0).to_numpy(dtype=np.int64),
+        "demographics_done": [any(p.demographics.values()) for p in new],
+        "completion_code": np.where(completed, study.completion_code, ""),
+        "imported_attention_passed": pd.Series([p.attention_passed for p in new], dtype=object),
+        **{key: [p.demographics[key] for p in new] for key in DEMOGRAPHIC_COLUMNS},
+    })
+    return _with_field_defaults(Participant, frame)
+
+
+def _key_codes(*codes: np.ndarray) -> np.ndarray:
+    """Non-negative integer columns packed into one int64 key per row (same key = same tuple)."""
+    key = np.zeros(len(codes[0]), dtype=np.int64)
+    for code in codes:
+        key = key * (int(code.max()) + 1 if len(code) else 1) + code
+    return key
 
 
 def _skip_foreign_key_triggers() -> bool:
@@ -738,53 +758,65 @@ def _skip_foreign_key_triggers() -> bool:
 
 
 def _write(study: Study, new: list[_ParsedParticipant], rows: pd.DataFrame) -> tuple[int, int, int]:
+    """Insert the new participants with their visits, placements and ratings; returns the three counts.
+
+    Every id is known before anything is written (``_new_ids``), so rows are
+    linked with numpy instead of reading ids back, and each table is one bulk write.
+    """
     rows = rows[rows["external"].isin({p.external_id for p in new})]
-    n_blocks = rows.groupby("external")["block_id"].nunique().to_dict()
-    last_us = rows[["started", "submitted"]].max(axis=1).groupby(rows["external"]).max().to_dict()
-    created = Participant.objects.bulk_create(
-        [
-            _new_participant(study, p, n_blocks.get(p.external_id, 0),
-                             _EPOCH + timedelta(microseconds=last_us[p.external_id]) if p.external_id in last_us else p.started_at)
-            for p in new
-        ],
-        batch_size=2000,
-    )
-    participant_ids = {p.external_id: p.pk for p in created}
-    rows = rows.assign(participant_id=rows["external"].map(participant_ids).astype(np.int64))
+    participants = _participant_rows(study, new, rows)
+    _insert_rows(Participant, participants)
 
-    visits = rows.drop_duplicates(["participant_id", "block_id"]).sort_values(["participant_id", "started", "line"])
-    visits = visits.assign(
-        sequence=visits.groupby("participant_id").cumcount() + 1,
-        shown_at=_db_times(visits["started"]),
-        submitted_at=_db_times(visits["submitted"]),
-        block=visits["block_id"].astype(np.int64),
-    )
-    visit_ids = _insert_keyed(
-        BlockVisit, visits.rename(columns={"participant_id": "participant"}),
-        ["participant", "sequence", "block", "shown_at", "submitted_at"],
-        owner="participant", owners=list(participant_ids.values()), keys=["participant", "block"],
-    ).rename(columns={"id": "visit", "participant": "participant_id", "block": "block_id"})
+    participant = pd.Index(participants["external_id"]).get_indexer(rows["external"])
+    block = rows["block_id"].to_numpy(dtype=np.int64)
+    item = rows["item_id"].to_numpy(dtype=np.int64)
+    started, line = rows["started"].to_numpy(), rows["line"].to_numpy()
 
-    placements = rows.drop_duplicates(["participant_id", "item_id"]).merge(visit_ids, on=["participant_id", "block_id"])
-    placements = placements.assign(
-        item=placements["item_id"].astype(np.int64),
-        position=placements["position"].astype(np.int64),
-        rank=placements["rank"].astype("Int64"),
-        choice="",
-    )
-    placement_ids = _insert_keyed(
-        ItemPlacement, placements, ["visit", "item", "position", "rank", "choice"],
-        owner="visit", owners=visit_ids["visit"].tolist(), keys=["visit", "item"],
-    ).rename(columns={"id": "placement", "item": "item_id"})
-
-    rated = rows[rows["value"].notna()].merge(visit_ids, on=["participant_id", "block_id"])
-    rated = rated.merge(placement_ids, on=["visit", "item_id"])
-    _insert_rows(Rating, pd.DataFrame({
-        "placement": rated["placement"].to_numpy(dtype=np.int64),
-        "dimension": rated["dimension_id"].to_numpy(dtype=np.int64),
-        "value": rated["value"].to_numpy(dtype=np.int64),
+    # One visit per participant x block: its first row carries the block's times. Visits are
+    # numbered (sequence) and written in the order the participant saw them.
+    visit_of_row, first = _first_rows(_key_codes(participant, block))
+    order = np.lexsort((line[first], started[first], participant[first]))
+    shown = first[order]
+    visit_ids = np.empty(len(first), dtype=np.int64)
+    visit_ids[order] = _new_ids(BlockVisit, len(first))
+    _insert_rows(BlockVisit, pd.DataFrame({
+        "id": visit_ids[order],
+        "participant": participants["id"].to_numpy()[participant[shown]],
+        "sequence": pd.Series(participant[shown]).groupby(participant[shown]).cumcount().to_numpy() + 1,
+        "block": block[shown],
+        "shown_at": _utc_times(started[shown]),
+        "submitted_at": _utc_times(rows["submitted"].to_numpy()[shown]),
     }))
-    return len(visits), len(placements), len(rated)
+
+    # One placement per participant x response (a response is shown once, rated per dimension).
+    placement_of_row, first = _first_rows(_key_codes(participant, item))
+    placement_ids = _new_ids(ItemPlacement, len(first))
+    _insert_rows(ItemPlacement, pd.DataFrame({
+        "id": placement_ids,
+        "visit": visit_ids[visit_of_row[first]],
+        "item": item[first],
+        "position": rows["position"].to_numpy(dtype=np.int64)[first],
+        "rank": pd.array(rows["rank"].to_numpy()[first], dtype="Int64"),
+        "choice": "",
+    }))
+
+    rated = rows["value"].notna().to_numpy()
+    _insert_rows(Rating, pd.DataFrame({
+        "placement": placement_ids[placement_of_row[rated]],
+        "dimension": rows["dimension_id"].to_numpy()[rated].astype(np.int64),
+        "value": rows["value"].to_numpy()[rated].astype(np.int64),
+    }))
+    return len(visit_ids), len(placement_ids), int(rated.sum())
+
+
+def _first_rows(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's group (groups numbered in order of first appearance) and each group's first row."""
+    group_of_row, _ = pd.factorize(keys)
+    if not len(keys):
+        return group_of_row, np.zeros(0, dtype=np.int64)
+    # A row opens a group when its number exceeds every number before it.
+    seen = np.maximum.accumulate(group_of_row)
+    return group_of_row, np.flatnonzero(np.r_[True, group_of_row[1:] > seen[:-1]])
 
 
 def _refresh_planner_statistics() -> None:

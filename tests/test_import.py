@@ -73,8 +73,13 @@ def test_it_imports_participants_visits_placements_and_ratings(tide):
     assert (a.age, a.sex, a.gender, a.race, a.education, a.state) == (
         "30-39", "Female", "Woman", "White or Caucasian", "Bachelor's degree", "CA")
     assert a.imported_attention_passed is True and a.blocks_assigned == 2
+    assert a.consented_at == a.started_at and a.last_seen_at == a.finished_at
+    assert a.instructions_seen and a.demographics_done and not a.is_preview and (a.seed, a.panel_study_id) == (0, "")
     b = Participant.objects.get(external_id="pB")
     assert b.status == "exited" and b.finished_at is None and b.imported_attention_passed is None and b.age == "60-69"
+    # Not finished: last seen when its last block was shown (10:03, never submitted).
+    assert b.last_seen_at.isoformat() == "2025-03-03T10:03:00+00:00" and b.completion_code == ""
+    assert b.demographics_done and b.blocks_assigned == 2
     # Sequence follows block_started_at, not the file order.
     assert list(BlockVisit.objects.filter(participant=a).values_list("block__key", "sequence")) == [("Q2", 1), ("Q1", 2)]
     q1 = BlockVisit.objects.get(participant=a, block__key="Q1")
