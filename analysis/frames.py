@@ -25,7 +25,8 @@ import numpy as np
 import pandas as pd
 from django.db import connection
 from django.db.models import (
-    BigIntegerField, Case, Count, DurationField, ExpressionWrapper, F, Func, IntegerField, Q, QuerySet, Value, When,
+    BigIntegerField, Case, Count, DurationField, ExpressionWrapper, F, Func, IntegerField, Q, QuerySet, TextField, Value,
+    When,
 )
 from django.db.models.functions import Coalesce
 
@@ -70,7 +71,7 @@ def _int_rows(queryset: QuerySet, width: int) -> np.ndarray:
 
 
 def _utc(values: Sequence) -> pd.DatetimeIndex:
-    # SQLite hands raw cursors naive UTC strings, PostgreSQL aware datetimes.
+    # ISO texts (see _IsoText); SQLite's carry no offset and are UTC.
     return pd.DatetimeIndex(pd.to_datetime(pd.Series(values, dtype=object), utc=True, format="ISO8601"))
 
 
@@ -127,6 +128,24 @@ class _Microseconds(Func):
     def as_sqlite(self, compiler, connection, **extra_context):
         # Django's SQLite backend already gives duration arithmetic in microseconds.
         return self.as_sql(compiler, connection, template="CAST(%(expressions)s AS integer)", **extra_context)
+
+
+class _IsoText(Func):
+    """A time as ISO 8601 text in UTC (NULL stays NULL).
+
+    pandas parses a column of such texts at once, where the database driver
+    would build a Python datetime per value. PostgreSQL formats it with
+    ``to_char`` (independent of the session's DateStyle); SQLite stores the text.
+    """
+
+    output_field = TextField()
+
+    def as_postgresql(self, compiler, connection, **extra_context):
+        template = """to_char(%(expressions)s AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')"""
+        return self.as_sql(compiler, connection, template=template, **extra_context)
+
+    def as_sqlite(self, compiler, connection, **extra_context):
+        return self.as_sql(compiler, connection, template="%(expressions)s", **extra_context)
 
 
 def _visits(study_id: int) -> pd.DataFrame:
@@ -294,7 +313,7 @@ def _empty_ratings_frame() -> pd.DataFrame:
 
 
 _PARTICIPANT_FIELDS = (
-    "pseudonym", "external_id", "status", "started_at", "finished_at", "source", "imported_attention_passed",
+    "pseudonym", "external_id", "status", "started_text", "finished_text", "source", "imported_attention_passed",
     "age", "sex", "gender", "race", "hispanic", "education", "employment", "state",
     "blocks_assigned", "completion_code", "n_blocks_answered", "n_checks", "n_failures",
 )
@@ -319,6 +338,8 @@ def participants_frame(study_id: int) -> pd.DataFrame:
                 "visits", filter=Q(visits__attention_check__isnull=False, visits__attention_passed__isnull=False)
             ),
             n_failures=Count("visits", filter=Q(visits__attention_passed=False)),
+            started_text=_IsoText("started_at"),
+            finished_text=_IsoText("finished_at"),
         )
         .order_by("id")
         .values_list(*_PARTICIPANT_FIELDS)
@@ -328,7 +349,7 @@ def participants_frame(study_id: int) -> pd.DataFrame:
     imported_passed = raw["imported_attention_passed"]
     checks = np.where(imported, imported_passed.notna(), raw["n_checks"]).astype(np.int64)
     failures = np.where(imported, imported_passed.eq(False), raw["n_failures"]).astype(np.int64)
-    started, finished = _utc(raw["started_at"].tolist()), _utc(raw["finished_at"].tolist())
+    started, finished = _utc(raw["started_text"].tolist()), _utc(raw["finished_text"].tolist())
 
     frame = pd.DataFrame(
         {
