@@ -56,18 +56,20 @@ def _fetch(queryset: QuerySet) -> list[tuple]:
         return cursor.fetchall()
 
 
-def _int_rows(queryset: QuerySet, width: int) -> np.ndarray:
+def _int_rows(queryset: QuerySet, width: int, *, splits: Sequence[int] = ()) -> np.ndarray:
     """A ``values_list`` queryset of integers as an int64 array of ``width`` columns.
 
     PostgreSQL: ``COPY (query) TO STDOUT`` parsed by pandas' C reader, which
-    spares building a Python tuple per row (1.2 million rows: seconds less).
-    Elsewhere: the raw cursor's tuples.
+    spares building a Python tuple per row (1.2 million rows: seconds less);
+    with ``splits`` (values of the first column), read by several connections
+    in no particular order (``pgcopy.int_rows_out_parallel``). Elsewhere: the
+    raw cursor's tuples.
     """
     if connection.vendor != "postgresql":
         rows = _fetch(queryset)
         return np.array(rows, dtype=np.int64) if rows else np.zeros((0, width), dtype=np.int64)
     sql, params = queryset.query.sql_with_params()
-    return pgcopy.int_rows_out(sql, params, width)
+    return pgcopy.int_rows_out_parallel(sql, params, width, splits=splits)
 
 
 def _utc(values: Sequence) -> pd.DatetimeIndex:
@@ -185,10 +187,11 @@ def _choice_code(field: str) -> Case:
     )
 
 
-def _answer_rows(study: Study) -> tuple[np.ndarray, bool]:
+def _answer_rows(study: Study, splits: Sequence[int]) -> tuple[np.ndarray, bool]:
     """int64 rows (visit, item, dimension, position, rank or 0, choice 0/1 best/2 worst, value); True when ratings.
 
-    Everything is an integer so the rows convert to numpy in one call.
+    Everything is an integer so the rows convert to numpy in one call; with
+    ``splits`` (visit ids) several connections read them (``_int_rows``).
     """
     if study.dimensions.exists():
         # Filtering on the study's dimension ids spares the joins to visits and
@@ -199,6 +202,7 @@ def _answer_rows(study: Study) -> tuple[np.ndarray, bool]:
                 Coalesce("placement__rank", Value(0)), _choice_code("placement__choice"), "value",
             ),
             7,
+            splits=splits,
         )
         are_ratings = True
     else:
@@ -211,9 +215,23 @@ def _answer_rows(study: Study) -> tuple[np.ndarray, bool]:
                 "visit_id", "item_id", Value(0), "position", Coalesce("rank", Value(0)), _choice_code("choice"), Value(0)
             ),
             7,
+            splits=splits,
         )
         are_ratings = False
     return rows, are_ratings
+
+
+# Connections reading a large study's answers at once (see pgcopy.int_rows_out_parallel),
+# and the number of visits (about five rows each) below which one connection is quicker.
+READ_CONNECTIONS = 2
+PARALLEL_READ_MIN_VISITS = 20_000
+
+
+def _read_splits(visit_ids: np.ndarray) -> list[int]:
+    """Visit ids sharing the answers out evenly among ``READ_CONNECTIONS`` (none for a small study)."""
+    if len(visit_ids) < PARALLEL_READ_MIN_VISITS or READ_CONNECTIONS < 2:
+        return []
+    return [int(visit_ids[len(visit_ids) * k // READ_CONNECTIONS]) for k in range(1, READ_CONNECTIONS)]
 
 
 def ratings_frame(study_id: int) -> pd.DataFrame:
@@ -224,11 +242,11 @@ def ratings_frame(study_id: int) -> pd.DataFrame:
     ``rating`` NaN, one row per shown response, so best/worst analyses work.
     """
     study = Study.objects.get(pk=study_id)
-    rows, are_ratings = _answer_rows(study)
-    if not len(rows):
-        return _empty_ratings_frame()
     visits = _visits(study_id)
     visit_ids = visits["visit"].to_numpy()
+    rows, are_ratings = _answer_rows(study, _read_splits(visit_ids))
+    if not len(rows):
+        return _empty_ratings_frame()
     visit_at = _positions(visit_ids, rows[:, 0])
     counted = visit_at >= 0
     rows, visit_at = rows[counted], visit_at[counted]

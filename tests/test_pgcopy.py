@@ -99,3 +99,46 @@ def test_int_rows_out_reads_an_integer_query_as_an_array():
     rows = pgcopy.int_rows_out("SELECT g, g * %s, -g FROM generate_series(1, 5) AS g", [10], 3)
     assert rows.dtype == np.int64 and rows.tolist() == [[g, g * 10, -g] for g in range(1, 6)]
     assert pgcopy.int_rows_out("SELECT 1, 2 WHERE false", [], 2).shape == (0, 2)
+
+
+def test_int_rows_out_parallel_shares_rows_out_by_ranges_of_the_first_column(transactional_db, monkeypatch):
+    calls = []
+    share = pgcopy._share
+    monkeypatch.setattr(pgcopy, "_share", lambda *args: calls.append(args[4:]) or share(*args))
+    sql = "SELECT g, g %% 7, -g FROM generate_series(1, %s) AS g"
+    rows = pgcopy.int_rows_out_parallel(sql, [1000], 3, splits=[300, 700])
+    assert sorted(calls, key=str) == sorted([(None, 300), (300, 700), (700, None)], key=str)
+    assert sorted(map(tuple, rows.tolist())) == [(g, g % 7, -g) for g in range(1, 1001)]
+    assert pgcopy.int_rows_out_parallel(sql, [0], 3, splits=[5]).shape == (0, 3)
+
+
+def test_inside_a_transaction_it_reads_on_the_callers_connection(db, monkeypatch):
+    # Helper connections could not see this transaction's uncommitted rows.
+    monkeypatch.setattr(pgcopy, "_share", lambda *args: pytest.fail("no helper inside a transaction"))
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE TEMP TABLE mine (a bigint)")
+        cursor.execute("INSERT INTO mine SELECT generate_series(1, 10)")
+    rows = pgcopy.int_rows_out_parallel("SELECT a FROM mine", [], 1, splits=[5])
+    assert sorted(rows[:, 0].tolist()) == list(range(1, 11))
+
+
+def test_the_ratings_frame_read_by_several_connections_equals_the_one_connection_read(transactional_db, tmp_path, monkeypatch):
+    from analysis import frames
+    from analysis.importers import responses_import
+    from bench import generate
+    from tests.conftest import load_fixture
+
+    study = load_fixture("tide.json")
+    paths = generate.write(tmp_path, 40, seed=3)
+    with paths["participants"].open("rb") as people, paths["ratings"].open("rb") as ratings:
+        responses_import(study=study, participants_file=people, ratings_file=ratings)
+    shares = []
+    share = pgcopy._share
+    monkeypatch.setattr(pgcopy, "_share", lambda *args: shares.append(args[4:]) or share(*args))
+    monkeypatch.setattr(frames, "PARALLEL_READ_MIN_VISITS", 0)
+    parallel = frames.ratings_frame(study.pk)
+    assert len(shares) == frames.READ_CONNECTIONS
+    monkeypatch.setattr(frames, "READ_CONNECTIONS", 1)
+    single = frames.ratings_frame(study.pk)
+    assert len(shares) == frames.READ_CONNECTIONS + 1 and len(single) > 1000
+    pd.testing.assert_frame_equal(parallel, single)
