@@ -13,6 +13,7 @@ on PostgreSQL they go in with ``COPY`` (1.2 million ratings in seconds).
 
 from __future__ import annotations
 
+import codecs
 import csv
 import io
 import itertools
@@ -340,26 +341,48 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _INTEGER = re.compile(r"[+-]?\d+")
 
 
-@dataclass(frozen=True)
 class _Column:
     """One column of ratings.csv: per row a code into the column's distinct (stripped) texts.
 
     A file repeats the same few ids, numbers and times, so every conversion and
     check runs once per distinct text and reaches the rows through the codes.
+    Cut from bytes, the distinct texts may come as ``raw``: their UTF-8 bytes
+    (zero-padded rows, no NUL in them) and byte lengths, decoded when asked for.
     """
 
-    codes: np.ndarray  # int64, one per row
-    texts: np.ndarray  # object array of distinct str
+    def __init__(self, codes: np.ndarray, texts: np.ndarray | None = None,
+                 raw: tuple[np.ndarray, np.ndarray] | None = None):
+        self.codes = codes  # int64, one per row
+        self._texts = texts  # object array of distinct str
+        self.raw = raw
+
+    @property
+    def texts(self) -> np.ndarray:
+        if self._texts is None:
+            cells = self.raw[0]
+            lines = np.full((len(cells), cells.shape[1] + 1), ord("\n"), dtype=np.uint8)
+            lines[:, :-1] = cells
+            # All at once: one text per line, the zero padding dropped, decoded and split in C.
+            self._texts = np.array(lines.tobytes().decode("utf-8").replace("\0", "").split("\n")[:-1], dtype=object)
+        return self._texts
+
+    def text(self, code: int) -> str:
+        if self._texts is not None:
+            return self._texts[code]
+        cells, sizes = self.raw
+        return cells[code, : sizes[code]].tobytes().decode("utf-8")
 
     def __getitem__(self, row: int) -> str:
-        return self.texts[self.codes[row]]
+        return self.text(self.codes[row])
 
     def is_(self, text: str) -> np.ndarray:
         """Per row: is the cell ``text``?"""
+        if text == "" and self._texts is None:
+            return (self.raw[1] == 0)[self.codes]
         return np.asarray(self.texts == text, dtype=bool)[self.codes]
 
     def rows(self, keep: np.ndarray) -> _Column:
-        return _Column(self.codes[keep], self.texts)
+        return _Column(self.codes[keep], self._texts, self.raw)
 
     def categorical(self, codes: np.ndarray) -> pd.Categorical:
         return pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(self.texts))
@@ -378,12 +401,25 @@ class _RowErrors:
         self.participant_ids = participant_ids
         self.ok = np.ones(len(lines), dtype=bool)
         self.found: list[tuple[int, str, str]] = []
+        self._passed: np.ndarray | None = None
 
     def fail(self, mask: Any, column: str, message: Callable[[int], str] | str) -> None:
         hit = np.flatnonzero(np.asarray(mask, dtype=bool) & self.ok)
         for i in hit[: _MAX_PROBLEMS + 1]:
             self.found.append((int(self.lines[i]), column, message if isinstance(message, str) else message(i)))
-        self.ok[hit] = False
+        self.drop(hit)
+
+    def drop(self, rows: np.ndarray) -> None:
+        """Leave ``rows`` out of the later checks."""
+        if len(rows):
+            self.ok[rows] = False
+            self._passed = None
+
+    def passed(self) -> np.ndarray:
+        """The rows that passed every check so far (the same array until one more fails)."""
+        if self._passed is None:
+            self._passed = np.flatnonzero(self.ok)
+        return self._passed
 
     def broken_participants(self) -> np.ndarray:
         """Per participant id (code of ``participant_ids``): has any of its rows failed?"""
@@ -412,7 +448,13 @@ def _integers(texts: _Column) -> np.ndarray:
 
 def _parse_times(texts: _Column) -> np.ndarray:
     """Microseconds since the epoch per cell (NaN when empty or unparseable)."""
-    return _time_micros(texts.texts)[texts.codes]
+    if texts.raw is None:
+        return _time_micros(texts.texts)[texts.codes]
+    cells, sizes = texts.raw
+    chars = np.zeros((_LONGEST_TIME, len(sizes)), dtype=np.uint8)
+    width = min(cells.shape[1], _LONGEST_TIME)
+    chars[:width] = cells[:, :width].T
+    return _micros(chars, sizes, texts.text)[texts.codes]
 
 
 def _python_micros(text: str) -> float:
@@ -433,72 +475,79 @@ _SHORTEST_TIME, _LONGEST_TIME = 19, 32
 
 def _time_micros(texts: np.ndarray) -> np.ndarray:
     """``parse_time`` of each text as microseconds since the epoch, NaN where it raises."""
-    micros = np.full(len(texts), np.nan)
     length = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
+    chars = np.zeros((_LONGEST_TIME, len(texts)), dtype=np.uint8)
+    short = np.flatnonzero(length <= _LONGEST_TIME)
+    if len(short):
+        # The lengths come from Python, so a text that ends in NUL characters
+        # cannot pass for a shorter one here.
+        points = np.array(texts[short].tolist(), dtype=f"U{_LONGEST_TIME}").view(np.uint32)
+        chars[:, short] = np.minimum(points.reshape(len(short), _LONGEST_TIME), 255).T
+    return _micros(chars, length, texts.__getitem__)
+
+
+def _micros(chars: np.ndarray, length: np.ndarray, text: Callable[[int], str]) -> np.ndarray:
+    """Per text, ``parse_time`` as microseconds since the epoch, NaN where it raises.
+
+    ``chars[p]`` holds each text's character at position p (zero past its end,
+    255 for any above 255: no character looked for), ``length`` its length.
+    Texts of the strict layout are read from them with numpy; the others,
+    valid or not, are given to parse_time by ``text(i)``.
+    """
+    micros = np.full(len(length), np.nan)
     candidate = np.flatnonzero((length >= _SHORTEST_TIME) & (length <= _LONGEST_TIME))
     if len(candidate):
-        # One row per character position, code points above 255 as 255 (no
-        # character looked for). The lengths come from Python, so a text that
-        # ends in NUL characters cannot pass for a shorter one.
-        points = np.array(texts[candidate].tolist(), dtype=f"U{_LONGEST_TIME}").view(np.uint32)
-        chars = np.minimum(points.reshape(len(candidate), _LONGEST_TIME), 255).astype(np.uint8).T.copy()
-        micros[candidate] = _strict_iso_micros(chars, length[candidate])
+        micros[candidate] = _strict_iso_micros(chars[:, candidate], length[candidate])
     for i in np.flatnonzero(np.isnan(micros)):
-        micros[i] = _python_micros(texts[i])
+        micros[i] = _python_micros(text(i))
     return micros
 
 
 def _strict_iso_micros(chars: np.ndarray, length: np.ndarray) -> np.ndarray:
     """Microseconds since the epoch of each text in the strict layout; NaN for any other text.
 
-    ``chars[p]`` holds the character at position p of every text.
+    ``chars[p]`` holds the character at position p of every text (see ``_micros``).
     """
     texts = np.arange(len(length))
+    value = chars - np.uint8(ord("0"))  # as digits; anything below "0" wraps above 9
+    digit = value <= 9
 
-    def at(position: np.ndarray | int) -> np.ndarray:
-        return chars[position, texts] if isinstance(position, np.ndarray) else chars[position]
+    def at(position: np.ndarray) -> np.ndarray:
+        return chars[position, texts]
 
-    def digits(*positions: np.ndarray | int) -> tuple[np.ndarray, np.ndarray]:
-        """The number written at ``positions`` and whether each of them holds an ASCII digit."""
-        value = np.zeros(len(length), dtype=np.int64)
-        ok = np.ones(len(length), dtype=bool)
+    def number(*positions: int) -> np.ndarray:
+        total = np.zeros(len(length), dtype=np.int64)
         for position in positions:
-            digit = at(position).astype(np.int64) - ord("0")
-            ok &= (digit >= 0) & (digit <= 9)
-            value = value * 10 + digit
-        return value, ok
+            total *= 10
+            total += value[position]
+        return total
 
-    year, ok_year = digits(0, 1, 2, 3)
-    month, ok_month = digits(5, 6)
-    day, ok_day = digits(8, 9)
-    hour, ok_hour = digits(11, 12)
-    minute, ok_minute = digits(14, 15)
-    second, ok_second = digits(17, 18)
-    ok = ok_year & ok_month & ok_day & ok_hour & ok_minute & ok_second
-    ok &= (at(4) == ord("-")) & (at(7) == ord("-")) & (at(13) == ord(":")) & (at(16) == ord(":"))
-    ok &= (at(10) == ord("T")) | (at(10) == ord(" "))
+    ok = digit[[0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18]].all(axis=0)
+    ok &= (chars[4] == ord("-")) & (chars[7] == ord("-")) & (chars[13] == ord(":")) & (chars[16] == ord(":"))
+    ok &= (chars[10] == ord("T")) | (chars[10] == ord(" "))
+    year, month, day = number(0, 1, 2, 3), number(5, 6), number(8, 9)
+    hour, minute, second = number(11, 12), number(14, 15), number(17, 18)
 
     # Offset: "Z", "+HH:MM", "-HH:MM" or none.
     zulu = at(length - 1) == ord("Z")
     sign_at = np.maximum(length - 6, 0)
     sign = at(sign_at)
-    offset_hours, ok_offset_hours = digits(sign_at + 1, sign_at + 2)
-    offset_minutes, ok_offset_minutes = digits(sign_at + 4, sign_at + 5)
-    numeric = ((sign == ord("+")) | (sign == ord("-"))) & (at(sign_at + 3) == ord(":")) \
-        & ok_offset_hours & ok_offset_minutes & (length >= 25) & ~zulu
+    numeric = ((sign == ord("+")) | (sign == ord("-"))) & (at(sign_at + 3) == ord(":")) & (length >= 25) & ~zulu
+    for k in (1, 2, 4, 5):
+        numeric &= digit[sign_at + k, texts]
+    offset_hours = value[sign_at + 1, texts].astype(np.int64) * 10 + value[sign_at + 2, texts]
+    offset_minutes = value[sign_at + 4, texts].astype(np.int64) * 10 + value[sign_at + 5, texts]
     ok &= ~numeric | ((offset_hours <= 23) & (offset_minutes <= 59))
     offset = np.where(numeric, np.where(sign == ord("-"), -1, 1) * (offset_hours * 60 + offset_minutes), 0)
 
     # Fraction: nothing, or "." and 1 to 6 digits, between the seconds and the offset.
     end = length - np.where(zulu, 1, np.where(numeric, 6, 0))
     places = end - 20  # digits after the "."
-    ok &= (end == 19) | ((at(19) == ord(".")) & (places >= 1) & (places <= 6))
-    fraction = np.zeros(len(length), dtype=np.int64)
-    for k in range(6):
-        digit, is_digit = digits(20 + k)
-        used = k < places
-        ok &= ~used | is_digit
-        fraction += np.where(used, digit, 0) * 10 ** (5 - k)
+    ok &= (end == 19) | ((chars[19] == ord(".")) & (places >= 1) & (places <= 6))
+    used = np.arange(6)[:, None] < places  # which of the six places hold a digit
+    ok &= (digit[20:26] | ~used).all(axis=0)
+    scale = 10 ** np.arange(5, -1, -1)[:, None]
+    fraction = (np.where(used, value[20:26], 0) * scale).sum(axis=0)
 
     ok &= (year >= _FIRST_YEAR) & (year <= _LAST_YEAR) & (month >= 1) & (month <= 12)
     ok &= (hour <= 23) & (minute <= 59) & (second <= 59)
@@ -513,12 +562,47 @@ def _strict_iso_micros(chars: np.ndarray, length: np.ndarray) -> np.ndarray:
 
 def _ratings_columns(file: IO, name: str, problems: _Problems) -> tuple[list[str], np.ndarray, dict[str, _Column]] | None:
     """The header, the line number of every record and each column of stripped texts."""
-    content = _text(file).read()
-    header = _header(csv.reader(_lines(content)), name, RATING_CSV_COLUMNS, OPTIONAL_RATING_CSV_COLUMNS, problems)
+    upload = _Upload(file)
+    header = _header(csv.reader(upload.lines()), name, RATING_CSV_COLUMNS, OPTIONAL_RATING_CSV_COLUMNS, problems)
     if header is None:
         return None
-    fast = _columns_fast(content, header)
-    return (header, *fast) if fast is not None else (header, *_columns_exact(content, header, name, problems))
+    fast = _columns_fast(upload, header)
+    return (header, *fast) if fast is not None else (header, *_columns_exact(upload.text, header, name, problems))
+
+
+class _Upload:
+    """A whole upload: its text as ``_text`` reads it and, when it came as bytes, those bytes less
+    a leading BOM, which are the text's UTF-8 encoding (strict decoding round-trips). Plain ASCII
+    is decoded only if the text is asked for: the fast reader works on the bytes."""
+
+    def __init__(self, file: IO):
+        self.data: bytes | None = None
+        self._text: str | None = None
+        if isinstance(file, io.TextIOBase) or not (hasattr(file, "read") and isinstance(file.read(0), bytes)):
+            self._text = _text(file).read()
+            return
+        raw = file.read()
+        if not raw.isascii():
+            self._text = raw.decode("utf-8-sig")  # as io.TextIOWrapper(file, "utf-8-sig", newline="") reads
+        self.data = raw[len(codecs.BOM_UTF8):] if raw.startswith(codecs.BOM_UTF8) else raw
+
+    @property
+    def text(self) -> str:
+        if self._text is None:
+            self._text = self.data.decode("ascii")
+        return self._text
+
+    def lines(self) -> Iterator[str]:
+        """The lines of the text as ``io.StringIO(text)`` yields them, one at a time."""
+        if self._text is not None:
+            yield from _lines(self._text)
+            return
+        start = 0
+        while start < len(self.data):
+            end = self.data.find(b"\n", start)
+            end = len(self.data) if end < 0 else end + 1
+            yield self.data[start:end].decode("ascii")
+            start = end
 
 
 def _lines(content: str) -> Iterator[str]:
@@ -531,7 +615,7 @@ def _lines(content: str) -> Iterator[str]:
         start = end
 
 
-def _columns_fast(content: str, header: list[str]) -> tuple[np.ndarray, dict[str, _Column]] | None:
+def _columns_fast(upload: _Upload, header: list[str]) -> tuple[np.ndarray, dict[str, _Column]] | None:
     """The common file: no quoting, one record per line, every line the right number of fields
     (checked by counting commas). None sends the file to the exact reader.
 
@@ -541,20 +625,24 @@ def _columns_fast(content: str, header: list[str]) -> tuple[np.ndarray, dict[str
     line holds one record; a whitespace-only line (no comma) is a record whose
     first cell is that whitespace; a record of empty cells is dropped.
     """
-    if "\r" in content:
-        content = content.replace("\r\n", "\n")
-    if '"' in content or "\r" in content:
-        return None
-    encoded = content.encode("utf-8")
-    lines = _Lines(np.frombuffer(encoded, dtype=np.uint8))
+    if upload.data is None:
+        content = upload.text.replace("\r\n", "\n") if "\r" in upload.text else upload.text
+        if '"' in content or "\r" in content:
+            return None
+        encoded = content.encode("utf-8")
+    else:  # the same tests on the UTF-8 bytes, where these characters are single bytes
+        encoded = upload.data.replace(b"\r\n", b"\n") if b"\r" in upload.data else upload.data
+        if b'"' in encoded or b"\r" in encoded:
+            return None
     separators = len(header) - 1
+    lines = _Lines(np.frombuffer(encoded, dtype=np.uint8), separators)
     full = lines.commas == separators
     if not full.all() and not _short_lines_blank(encoded, lines, full):
         return None
     comma = lines.comma_offsets(full, separators)
 
     cells = _Cells(encoded)
-    padded = " " in content or "\t" in content  # stripping costs a Python call per text: only when needed
+    padded = b" " in encoded or b"\t" in encoded  # stripping costs a Python call per text: only when needed
     blank = np.ones(len(lines.starts), dtype=bool)
     columns: dict[str, _Column] = {}
     for k, column in enumerate(header):
@@ -574,9 +662,16 @@ class _Lines:
     """The lines after the header of an encoded file (``content.split("\\n")[1:]``, less the empty
     piece after a final newline): offsets, and commas counted from one pass over the bytes."""
 
-    def __init__(self, data: np.ndarray):
+    def __init__(self, data: np.ndarray, separators: int):
         marks = _newlines_and_commas(data)
-        is_newline = data[marks] == ord("\n")
+        kinds = data[marks]
+        self.table = self._table(data, marks, kinds, separators)
+        if self.table is not None:
+            self.starts = self.table[:-1, separators] + 1
+            self.ends = self.table[1:, separators]
+            self.commas = np.full(len(self.starts), separators)
+            return
+        is_newline = kinds == ord("\n")
         self.comma_at = marks[~is_newline]
         newline = np.flatnonzero(is_newline)  # index in marks of each newline
         self.starts = marks[newline] + 1
@@ -587,11 +682,23 @@ class _Lines:
             self.starts, self.ends = self.starts[:-1], self.ends[:-1]
             self.first_comma, self.commas = self.first_comma[:-1], self.commas[:-1]
 
+    @staticmethod
+    def _table(data: np.ndarray, marks: np.ndarray, kinds: np.ndarray, separators: int) -> np.ndarray | None:
+        """The common layout, every line (the header too) its commas and then a newline (or the end
+        of the file), as one row of offsets per line; None for any other."""
+        if len(data) and data[-1] != ord("\n"):
+            marks, kinds = np.append(marks, len(data)), np.append(kinds, ord("\n"))
+        if not len(marks) or len(marks) % (separators + 1):
+            return None
+        kinds = kinds.reshape(-1, separators + 1)
+        if not ((kinds[:, :separators] == ord(",")).all() and (kinds[:, separators] == ord("\n")).all()):
+            return None
+        return marks.reshape(-1, separators + 1)
+
     def comma_offsets(self, full: np.ndarray, separators: int) -> Callable[[int], np.ndarray]:
         """Offset of each line's k-th comma, by k; a (blank) line without commas gives its end."""
-        if full.all() and len(self.comma_at) == separators * (len(self.starts) + 1):
-            # The header has its commas too: row r's are the (r + 1)-th run of them.
-            table = self.comma_at.reshape(-1, separators)[1:]
+        if self.table is not None:
+            table = self.table[1:]
             return lambda k: table[:, k]
         padded = np.append(self.comma_at, 0)  # an index past the last comma stays inside
         return lambda k: np.where(full, padded[np.minimum(self.first_comma + k, len(self.comma_at))], self.ends)
@@ -648,50 +755,50 @@ class _Cells:
 
     def word(self, left: np.ndarray, length: np.ndarray, w: int) -> np.ndarray:
         """Bytes 8w..8w+7 of each cell as a uint64, zero past the cell's end."""
-        at = np.minimum(left + 8 * w, len(self.encoded))
-        if len(self.head):
+        at = np.minimum(left + 8 * w, len(self.encoded)) if w or left.max(initial=0) > len(self.encoded) else left
+        if at.max(initial=0) <= self.last and len(self.head):
+            word = self.head[at]
+        elif len(self.head):
             word = self.head[np.minimum(at, self.last)]
             late = np.flatnonzero(at > self.last)
             word[late] = self.tail[at[late] - self.last]
         else:
             word = self.tail[at]
-        if length.min(initial=8 * w + 8) >= 8 * w + 8:
+        keep = length - 8 * w  # bytes of the cell in this word
+        if keep.min(initial=8) >= 8:
             return word  # every cell fills the word
-        return word & self._LOW_BYTES[np.minimum(np.maximum(length - 8 * w, 0), 8)]
+        word &= self._LOW_BYTES[np.clip(keep, 0, 8, out=keep)]
+        return word
 
     def column(self, left: np.ndarray, length: np.ndarray, strip: bool) -> _Column:
-        n_words = -(-int(length.max(initial=0)) // 8)
-        parts = ([length] if self.has_nul else []) + [self.word(left, length, w) for w in range(n_words)]
-        codes = _run_codes(parts, len(left))
-        first = _first_rows(codes)
-        texts = self._texts(left[first], length[first], n_words)
-        if strip:
-            stripped, texts = pd.factorize(np.array([text.strip() for text in texts], dtype=object))
-            codes = stripped[codes]
-        return _Column(codes.astype(np.int64, copy=False), np.asarray(texts, dtype=object))
-
-    def _texts(self, left: np.ndarray, length: np.ndarray, n_words: int) -> np.ndarray:
-        if not self.has_nul:
-            # All at once: the cells' bytes one per line, NUL padding dropped, decoded and split in C.
-            block = np.full((len(left), 8 * n_words + 1), ord("\n"), dtype=np.uint8)
-            if n_words:
-                block[:, :-1] = np.stack([self.word(left, length, w) for w in range(n_words)], axis=1).view(np.uint8)
-            return np.array(block.tobytes().decode("utf-8").replace("\0", "").split("\n")[:-1], dtype=object)
-        spans = zip(left.tolist(), (left + length).tolist())
-        return np.array([self.encoded[start:end].decode("utf-8") for start, end in spans], dtype=object)
+        words = [self.word(left, length, w) for w in range(-(-int(length.max(initial=0)) // 8))]
+        codes, first = _run_codes(([length] if self.has_nul else []) + words, len(left))
+        if self.has_nul:
+            spans = zip(left[first].tolist(), (left + length)[first].tolist())
+            column = _Column(codes, np.array([self.encoded[a:b].decode("utf-8") for a, b in spans], dtype=object))
+        elif words:
+            column = _Column(codes, raw=(np.stack([word[first] for word in words], axis=1).view(np.uint8), length[first]))
+        else:
+            column = _Column(codes, raw=(np.zeros((len(first), 0), dtype=np.uint8), length[first]))
+        if not strip:
+            return column
+        stripped, texts = pd.factorize(np.array([text.strip() for text in column.texts], dtype=object))
+        return _Column(stripped[codes], np.asarray(texts, dtype=object))
 
 
-def _run_codes(parts: list[np.ndarray], n: int) -> np.ndarray:
-    """``_combined(parts, n)``, hashing only the first row of each run of equal rows when runs are
-    long: a file lists a participant's rows together, and a block's rows share their times."""
+def _run_codes(parts: list[np.ndarray], n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``_combined(parts, n)`` and the row where each code first appears. When runs of equal rows
+    are long, only the first row of each run is hashed: a file lists a participant's rows
+    together, and a block's rows share their times."""
     same = np.ones(max(n - 1, 0), dtype=bool)
     for part in parts:
         same &= part[1:] == part[:-1]
     starts = np.flatnonzero(np.r_[True, ~same]) if n else np.zeros(0, dtype=np.int64)
     if len(starts) > n // 2:
-        return _combined(parts, n)
+        codes = _combined(parts, n)
+        return codes, _first_rows(codes)
     run = _combined([part[starts] for part in parts], len(starts))
-    return np.repeat(run, np.diff(np.r_[starts, n]))
+    return np.repeat(run, np.diff(np.r_[starts, n])), starts[_first_rows(run)]
 
 
 def _combined(parts: list[np.ndarray], n: int) -> np.ndarray:
@@ -705,14 +812,6 @@ def _combined(parts: list[np.ndarray], n: int) -> np.ndarray:
         part_codes, distinct = pd.factorize(part, use_na_sentinel=False)
         codes, span = _pack(codes, span, part_codes, len(distinct))
     return pd.factorize(codes)[0]
-
-
-def _pack(codes: np.ndarray, span: int, more: np.ndarray, more_span: int) -> tuple[np.ndarray, int]:
-    """Codes of (codes, more) pairs as one int64, renumbering first if the product could overflow."""
-    if span * more_span >= 2**62:
-        codes, distinct = pd.factorize(codes)
-        span = len(distinct)
-    return codes * more_span + more, span * more_span
 
 
 def _first_rows(codes: np.ndarray) -> np.ndarray:
@@ -868,6 +967,8 @@ class _Keys:
     def __init__(self, external: _Column, **columns: np.ndarray):
         self.columns = columns
         self.codes: dict[str, tuple[np.ndarray, int]] = {"external": (external.codes, len(external.texts))}
+        self._groups: dict[tuple[str, ...], tuple[np.ndarray, tuple[np.ndarray, int]]] = {}
+        self._firsts: dict[tuple[str, ...], tuple[np.ndarray, np.ndarray]] = {}
 
     def _codes(self, name: str) -> tuple[np.ndarray, int]:
         if name not in self.codes:
@@ -876,12 +977,30 @@ class _Keys:
         return self.codes[name]
 
     def groups(self, rows: np.ndarray, *names: str) -> tuple[np.ndarray, int]:
-        """Per row of ``rows``: a code in [0, span) of its ``names`` values, and the span."""
+        """Per row of ``rows``: a code in [0, span) of its ``names`` values, and the span.
+        Asked again for the same ``rows`` array (no row failed in between), the same answer."""
+        cached = self._groups.get(names)
+        if cached is None or cached[0] is not rows:
+            cached = self._groups[names] = (rows, self._pack(rows, names))
+        return cached[1]
+
+    def first_of_group(self, rows: np.ndarray, *names: str) -> np.ndarray:
+        """Per row of ``rows``: the index (into ``rows``) of the first row with its ``names`` values."""
+        cached = self._firsts.get(names)
+        if cached is None or cached[0] is not rows:
+            cached = self._firsts[names] = (rows, _first_of_group(*self.groups(rows, *names)))
+        return cached[1]
+
+    def duplicated(self, rows: np.ndarray, *names: str) -> np.ndarray:
+        """``duplicated()`` over ``names`` within ``rows``: True on every row but the first of its values."""
+        return self.first_of_group(rows, *names) != np.arange(len(rows))
+
+    def _pack(self, rows: np.ndarray, names: tuple[str, ...]) -> tuple[np.ndarray, int]:
         codes, span = self._codes(names[0])
-        codes = codes[rows]
+        codes = _at(codes, rows)
         for name in names[1:]:
             more, more_span = self._codes(name)
-            codes, span = _pack(codes, span, more[rows], more_span)
+            codes, span = _pack(codes, span, _at(more, rows), more_span)
         return codes, span
 
 
@@ -896,6 +1015,12 @@ def _pack(codes: np.ndarray, span: int, more: np.ndarray, more_span: int) -> tup
         codes, distinct = pd.factorize(codes)
         span = len(distinct)
     return codes, span
+
+
+def _at(values: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``values[rows]`` for ``rows`` of the whole file (ascending, distinct): while every row has
+    passed they are all of them, and ``values`` itself will do (no copy)."""
+    return values if len(rows) == len(values) else values[rows]
 
 
 def _first_of_group(codes: np.ndarray, span: int) -> np.ndarray:
@@ -941,34 +1066,31 @@ def _check_within_blocks(rated: _Rated, has_dimension_column: bool, errors: _Row
     its first row's.
     """
     keys, lines = rated.keys, errors.lines
-    rows = np.flatnonzero(errors.ok)
-    first = rows[_first_of_group(*keys.groups(rows, "external", "block_id"))]
-    differs = (rated.started[rows] != rated.started[first]) | (rated.submitted[rows] != rated.submitted[first])
+    rows = errors.passed()
+    first = rows[keys.first_of_group(rows, "external", "block_id")]
+    differs = (_at(rated.started, rows) != rated.started[first]) | (_at(rated.submitted, rows) != rated.submitted[first])
     errors.fail(_mask(rows, differs, errors), "block_started_at",
                 lambda i: f"the block times differ from line {lines[first[np.searchsorted(rows, i)]]} of the same block")
 
-    rows = np.flatnonzero(errors.ok)
+    rows = errors.passed()
+    twice = keys.duplicated(rows, "external", "item_id")
     if has_dimension_column:
-        twice = _duplicated(*keys.groups(rows, "external", "item_id", "dimension_id"))
-        twice |= np.isnan(rated.value[rows]) & _duplicated(*keys.groups(rows, "external", "item_id"))
-    else:
-        twice = _duplicated(*keys.groups(rows, "external", "item_id"))
+        twice = keys.duplicated(rows, "external", "item_id", "dimension_id") | (np.isnan(_at(rated.value, rows)) & twice)
     errors.fail(_mask(rows, twice, errors), "response_id",
                 lambda i: f'response "{rated.response[i]}" is listed twice for this participant')
 
-    rows = np.flatnonzero(errors.ok)
-    placement = keys.groups(rows, "external", "item_id")
-    first = rows[_first_of_group(*placement)]
-    rank = rated.rank[rows]
-    first_rank = _first_valid(rank, *placement)
-    differs = (rated.position[rows] != rated.position[first]) | (
+    rows = errors.passed()
+    first = rows[keys.first_of_group(rows, "external", "item_id")]
+    rank = _at(rated.rank, rows)
+    first_rank = _first_valid(rank, *keys.groups(rows, "external", "item_id"))
+    differs = (_at(rated.position, rows) != rated.position[first]) | (
         np.where(np.isnan(rank), -1, rank) != np.where(np.isnan(first_rank), -1, first_rank))
     errors.fail(_mask(rows, differs, errors), "position",
                 lambda i: f"position or rank differs from line {lines[first[np.searchsorted(rows, i)]]} for the same response")
 
-    rows = np.flatnonzero(errors.ok)
-    placements = rows[~_duplicated(*keys.groups(rows, "external", "item_id"))]
-    reused = placements[_duplicated(*keys.groups(placements, "external", "block_id", "position"))]
+    rows = errors.passed()
+    placements = rows[~keys.duplicated(rows, "external", "item_id")]
+    reused = placements[keys.duplicated(placements, "external", "block_id", "position")]
     errors.fail(_mask(reused, np.ones(len(reused)), errors), "position",
                 lambda i: f"position {int(rated.position[i])} is used twice in block {rated.block_key[i]}")
 
@@ -983,8 +1105,8 @@ def _mask(rows: np.ndarray, flags: Any, errors: _RowErrors) -> np.ndarray:
 def _check_ranks(rated: _Rated, errors: _RowErrors) -> None:
     """Within a participant's block the ranks are all empty or each of 1..n once."""
     broken = errors.broken_participants()
-    rows = np.flatnonzero(errors.ok)
-    placements = rows[~_duplicated(*rated.keys.groups(rows, "external", "item_id"))]
+    rows = errors.passed()
+    placements = rows[~rated.keys.duplicated(rows, "external", "item_id")]
     placements = placements[~broken[rated.pid.codes[placements]]]
     codes, span = rated.keys.groups(placements, "external", "block_id")
     rank = rated.rank[placements]
@@ -1001,7 +1123,7 @@ def _check_ranks(rated: _Rated, errors: _RowErrors) -> None:
             f"ranks in block {rated.block_key[first]} of participant {rated.pid[first]} are [{shown}]; "
             f"expected each of 1-{len(members)} once",
         ))
-        errors.ok[placements[members]] = False
+        errors.drop(placements[members])
 
 
 def _bad_rankings(codes: np.ndarray, span: int, rank: np.ndarray) -> np.ndarray:

@@ -303,6 +303,17 @@ def test_the_vectorized_time_parse_agrees_with_parse_time():
     assert same_micros(importers._time_micros(texts), [python_micros(t) for t in TIME_TEXTS])
 
 
+def test_the_time_parse_from_bytes_agrees_with_parse_time():
+    texts = [t for t in TIME_TEXTS if "\x00" not in t]  # cells with NUL bytes are kept as str
+    encoded = [t.encode() for t in texts]
+    cells = np.zeros((len(texts), max(map(len, encoded))), dtype=np.uint8)
+    for i, raw in enumerate(encoded):
+        cells[i, : len(raw)] = list(raw)
+    column = importers._Column(np.arange(len(texts)), raw=(cells, np.array([len(raw) for raw in encoded])))
+    assert same_micros(importers._parse_times(column), [python_micros(t) for t in texts])
+    assert column._texts is None  # read without decoding every text
+
+
 def test_the_vectorized_time_parse_covers_the_usual_layouts_and_agrees_on_them():
     rnd = random.Random(7)
     texts = []
@@ -325,10 +336,14 @@ def test_the_vectorized_time_parse_covers_the_usual_layouts_and_agrees_on_them()
     assert same_micros(importers._time_micros(np.array(texts, dtype=object)), expected)
 
 
-def fast_and_exact(content: str) -> tuple:
+def upload(content: str, binary: bool) -> importers._Upload:
+    return importers._Upload(io.BytesIO(content.encode()) if binary else io.StringIO(content))
+
+
+def fast_and_exact(content: str, binary: bool) -> tuple:
     header = next(csv.reader(io.StringIO(content)))
     problems = importers._Problems()
-    fast = importers._columns_fast(content, header)
+    fast = importers._columns_fast(upload(content, binary), header)
     exact = importers._columns_exact(content, header, "ratings.csv", problems)
     return header, fast, exact, problems.items
 
@@ -338,26 +353,37 @@ def cells_by_row(read, header) -> tuple[list[int], list[list[str]]]:
     return lines.tolist(), [list(row) for row in zip(*(columns[c].texts[columns[c].codes] for c in header))]
 
 
-def test_the_fast_reader_cuts_the_cells_the_csv_module_does():
-    long_id = "participant-with-a-rather-long-id-" + "x" * 40
+LONG_ID = "participant-with-a-rather-long-id-" + "x" * 40
+
+
+@pytest.mark.parametrize("binary", [False, True])
+@pytest.mark.parametrize("ids", [
+    ["pA", "pA", "12345678", "123456789", "1234567", LONG_ID],  # ASCII: bytes read as they come
+    ["pA", "Zoë", "参加者", "Zoë"],  # UTF-8
+    ["pA", " pad ", "\tpB", "pad"],  # stripped
+])
+@pytest.mark.parametrize("layout", ["plain", "blank line", "no final newline", "crlf"])
+def test_the_fast_reader_cuts_the_cells_the_csv_module_does(ids, layout, binary):
     rows = [R_HEADER] + [
         [pid, "Q1", f"Q1-R{k}", str(k), str(k), str(6 - k), "2025-03-03T09:05:00Z", "2025-03-03T09:06:00.123456+01:00"]
-        for pid in ["pA", "pA", "12345678", "123456789", "1234567", long_id, "Zoë", "参加者", " pad ", "\tpB"]
-        for k in (1, 2)
+        for pid in ids for k in (1, 2)
     ]
-    for ending, final in [("\n", "\n"), ("\n", ""), ("\r\n", "\r\n")]:
-        content = ending.join(",".join(row) for row in rows) + final
-        content = content.replace(ending + "Zoë", ending + ending + "Zoë")  # a blank line
-        header, fast, exact, problems = fast_and_exact(content)
-        assert fast is not None and problems == []
-        assert cells_by_row(fast, header) == cells_by_row(exact, header)
-        assert len(fast[0]) == len(rows) - 1 and fast[0][-1] == len(rows) + 2
+    ending = "\r\n" if layout == "crlf" else "\n"
+    lines = [",".join(row) for row in rows]
+    if layout == "blank line":
+        lines.insert(3, "")
+    content = ending.join(lines) + ("" if layout == "no final newline" else ending)
+    header, fast, exact, problems = fast_and_exact(content, binary)
+    assert fast is not None and problems == []
+    assert cells_by_row(fast, header) == cells_by_row(exact, header)
+    assert len(fast[0]) == len(rows) - 1
 
 
-def test_the_fast_reader_keeps_nul_bytes_apart():
+@pytest.mark.parametrize("binary", [False, True])
+def test_the_fast_reader_keeps_nul_bytes_apart(binary):
     content = text([R_HEADER, ["p\x00", "Q1", "Q1-R1", "1", "1", "1", "t", ""], ["p", "Q1", "Q1-R1", "1", "1", "1", "t", ""],
                    ["p\x00\x00", "Q1", "Q1-R1", "1", "1", "1", "t", "\x00"]])
-    header, fast, exact, _ = fast_and_exact(content)
+    header, fast, exact, _ = fast_and_exact(content, binary)
     assert cells_by_row(fast, header) == cells_by_row(exact, header)
     assert list(fast[1]["participant_id"].texts) == ["p\x00", "p", "p\x00\x00"]
 
@@ -367,7 +393,7 @@ def test_lines_with_too_many_or_too_few_fields_are_found_by_counting_commas(tide
     lines[3] += ",extra"  # line 4
     lines[7] = lines[7].rsplit(",", 2)[0]  # line 8
     content = "\n".join(lines)
-    assert importers._columns_fast(content, R_HEADER) is None  # left to the csv module, which names the lines
+    assert importers._columns_fast(upload(content, True), R_HEADER) is None  # left to the csv module, which names the lines
     with pytest.raises(ImportProblems) as caught:
         responses_import(study=tide, participants_file=io.StringIO(text(base_participants())),
                          ratings_file=io.StringIO(content))
@@ -378,6 +404,6 @@ def test_lines_with_too_many_or_too_few_fields_are_found_by_counting_commas(tide
 def test_blank_lines_keep_the_fast_reader_and_the_line_numbers():
     lines = text(base_ratings()).split("\r\n")
     content = "\n".join(lines[:3] + ["", ""] + lines[3:])
-    read = importers._columns_fast(content, R_HEADER)
+    read = importers._columns_fast(upload(content, True), R_HEADER)
     assert read is not None
     assert read[0].tolist() == [2, 3] + list(range(6, len(lines) + 2))
