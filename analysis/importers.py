@@ -949,8 +949,8 @@ def _check_rating_values(texts: _Column, value: np.ndarray, dimension_id: np.nda
     # Per distinct dimension id (a handful), then spread over the rows.
     codes, ids = pd.factorize(dimension_id, use_na_sentinel=False)
     scales = [by_id.get(d) for d in ids]
-    low = np.array([s.scale_min if s else np.nan for s in scales], dtype=float)[codes]
-    high = np.array([s.scale_max if s else np.nan for s in scales], dtype=float)[codes]
+    low = np.array([np.nan if s is None else s.scale_min for s in scales], dtype=float)[codes]
+    high = np.array([np.nan if s is None else s.scale_max for s in scales], dtype=float)[codes]
 
     def outside(i: int) -> str:
         d = by_id[int(dimension_id[i])]
@@ -1089,9 +1089,9 @@ def _check_within_blocks(rated: _Rated, has_dimension_column: bool, errors: _Row
                 lambda i: f"position or rank differs from line {lines[first[np.searchsorted(rows, i)]]} for the same response")
 
     rows = errors.passed()
-    placements = rows[~keys.duplicated(rows, "external", "item_id")]
-    reused = placements[keys.duplicated(placements, "external", "block_id", "position")]
-    errors.fail(_mask(reused, np.ones(len(reused)), errors), "position",
+    placements = rows[~keys.duplicated(rows, "external", "item_id")]  # a response's first row
+    reused = keys.duplicated(placements, "external", "block_id", "position")
+    errors.fail(_mask(placements, reused, errors), "position",
                 lambda i: f"position {int(rated.position[i])} is used twice in block {rated.block_key[i]}")
 
 
