@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import csv
 import io
+import math
+import random
+from datetime import datetime, timedelta
 
+import numpy as np
 import pytest
 from django.core.management import CommandError, call_command
 
+from analysis import importers
 from analysis.importers import ImportProblems, gold_import, responses_import
 from analysis.models import GoldScore
 from surveys.models import BlockVisit, ItemPlacement, Participant, Rating
@@ -263,3 +268,147 @@ def test_an_import_refreshes_the_planner_statistics_on_postgresql(tide):
     # Never analyzed is -1; ANALYZE records what the import wrote (2, 4, 20, 15 rows).
     assert estimated == {"surveys_participant": 2, "surveys_blockvisit": 4,
                          "surveys_itemplacement": 20, "surveys_rating": 15}
+
+
+# --- the fast ratings.csv reader (analysis.importers._columns_fast and helpers) ---------------------
+
+
+def python_micros(text: str) -> float:
+    try:
+        return float((importers.parse_time(text) - importers._EPOCH) // timedelta(microseconds=1))
+    except ValueError:
+        return math.nan
+
+
+def same_micros(got, expected) -> bool:
+    return all((math.isnan(a) and math.isnan(b)) or a == b for a, b in zip(got, expected, strict=True))
+
+
+TIME_TEXTS = [
+    "2025-03-03T09:00:00Z", "2025-03-03T09:00:00", "2025-03-03 09:00:00Z", "2025-03-03T09:00:00+00:00",
+    "2025-03-03T09:00:00-00:00", "2025-03-03T09:00:00+05:30", "2025-03-03T09:00:00-23:59", "2025-03-03T09:00:00+23:59",
+    "2025-03-03T09:00:00.5Z", "2025-03-03T09:00:00.25", "2025-03-03T09:00:00.123+02:00", "2025-03-03T09:00:00.123456Z",
+    "2025-03-03T09:00:00.000001-07:00", "2025-03-03T09:00:00.1234567Z", "2025-03-03T09:00:00.123456789",
+    "2025-03-03T09:00:00,5Z", "2025-03-03T09:00:00.Z", "2024-02-29T12:00:00Z", "2025-02-29T12:00:00Z",
+    "2100-02-29T12:00:00Z", "2000-02-29T23:59:59.999999+00:00", "2025-04-31T00:00:00", "2025-13-01T00:00:00",
+    "2025-00-10T00:00:00", "2025-01-00T00:00:00", "2025-03-03T24:00:00Z", "2025-03-03T23:60:00Z",
+    "2025-03-03T23:59:60Z", "2025-03-03T09:00:00+24:00", "2025-03-03T09:00:00-24:00", "2025-03-03T09:00:00+05:60",
+    "2025-03-03T09:00:00+05", "2025-03-03T09:00:00+0530", "2025-03-03T09:00:00+05:30:15", "2025-03-03T09:00:00Z+00:00",
+    "1899-12-31T23:59:59Z", "1900-01-01T00:00:00Z", "2199-12-31T23:59:59.999999Z", "2200-01-01T00:00:00Z",
+    "0001-01-01T00:00:00", "9999-12-31T23:59:59", "2025-03-03", "2025-03-03T09:00Z", "2025-03-03T09",
+    "20250303T090000Z", "2025-03-03t09:00:00", "2025-03-03T09:00:00z", "2025-03-03_09:00:00",
+    "2025-03-03\u00a009:00:00", "2025-03-03T09:00:00\u00a0", " 2025-03-03T09:00:00Z", "2025-03-03T09:00:00Z ",
+    "202\u0665-03-03T09:00:00Z", "2025-03-03T09:00:0\uff10Z", "2025-03-03T09:00:00Z\x00", "2025-03-03T09:00:0\x00",
+    "2025/03/03T09:00:00Z", "yesterday", "", "Z", "2025-03-03T09:00:00.5+05:30 and more",
+]
+
+
+def test_the_vectorized_time_parse_agrees_with_parse_time():
+    texts = np.array(TIME_TEXTS, dtype=object)
+    assert same_micros(importers._time_micros(texts), [python_micros(t) for t in TIME_TEXTS])
+
+
+def test_the_time_parse_from_bytes_agrees_with_parse_time():
+    texts = [t for t in TIME_TEXTS if "\x00" not in t]  # cells with NUL bytes are kept as str
+    encoded = [t.encode() for t in texts]
+    cells = np.zeros((len(texts), max(map(len, encoded))), dtype=np.uint8)
+    for i, raw in enumerate(encoded):
+        cells[i, : len(raw)] = list(raw)
+    column = importers._Column(np.arange(len(texts)), raw=(cells, np.array([len(raw) for raw in encoded])))
+    assert same_micros(importers._parse_times(column), [python_micros(t) for t in texts])
+    assert column._texts is None  # read without decoding every text
+
+
+def test_the_vectorized_time_parse_covers_the_usual_layouts_and_agrees_on_them():
+    rnd = random.Random(7)
+    texts = []
+    for _ in range(3000):
+        moment = datetime(1900, 1, 1) + timedelta(seconds=rnd.randrange(300 * 365 * 86400))
+        text = moment.strftime(rnd.choice(["%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S"]))
+        if rnd.random() < 0.5:
+            text += "." + str(rnd.randrange(10**6)).zfill(6)[: rnd.randint(1, 6)]
+        hours, minutes = rnd.randrange(24), rnd.randrange(60)
+        text += rnd.choice(["", "Z", f"+{hours:02d}:{minutes:02d}", f"-{hours:02d}:{minutes:02d}"])
+        texts.append(text)
+    expected = [python_micros(t) for t in texts]
+    strict = [t for t, e in zip(texts, expected) if 1900 <= int(t[:4]) <= 2199]
+    # The numpy path alone (no fallback) reads every text of the usual layouts within its years ...
+    points = np.array(strict, dtype="U32").view(np.uint32).reshape(len(strict), 32)
+    chars = np.minimum(points, 255).astype(np.uint8).T.copy()
+    lengths = np.array([len(t) for t in strict])
+    assert not np.isnan(importers._strict_iso_micros(chars, lengths)).any()
+    # ... and with the fallback, every text agrees with parse_time.
+    assert same_micros(importers._time_micros(np.array(texts, dtype=object)), expected)
+
+
+def upload(content: str, binary: bool) -> importers._Upload:
+    return importers._Upload(io.BytesIO(content.encode()) if binary else io.StringIO(content))
+
+
+def fast_and_exact(content: str, binary: bool) -> tuple:
+    header = next(csv.reader(io.StringIO(content)))
+    problems = importers._Problems()
+    fast = importers._columns_fast(upload(content, binary), header)
+    exact = importers._columns_exact(content, header, "ratings.csv", problems)
+    return header, fast, exact, problems.items
+
+
+def cells_by_row(read, header) -> tuple[list[int], list[list[str]]]:
+    lines, columns = read
+    return lines.tolist(), [list(row) for row in zip(*(columns[c].texts[columns[c].codes] for c in header))]
+
+
+LONG_ID = "participant-with-a-rather-long-id-" + "x" * 40
+
+
+@pytest.mark.parametrize("binary", [False, True])
+@pytest.mark.parametrize("ids", [
+    ["pA", "pA", "12345678", "123456789", "1234567", LONG_ID],  # ASCII: bytes read as they come
+    ["pA", "Zoë", "参加者", "Zoë"],  # UTF-8
+    ["pA", " pad ", "\tpB", "pad"],  # stripped
+])
+@pytest.mark.parametrize("layout", ["plain", "blank line", "no final newline", "crlf"])
+def test_the_fast_reader_cuts_the_cells_the_csv_module_does(ids, layout, binary):
+    rows = [R_HEADER] + [
+        [pid, "Q1", f"Q1-R{k}", str(k), str(k), str(6 - k), "2025-03-03T09:05:00Z", "2025-03-03T09:06:00.123456+01:00"]
+        for pid in ids for k in (1, 2)
+    ]
+    ending = "\r\n" if layout == "crlf" else "\n"
+    lines = [",".join(row) for row in rows]
+    if layout == "blank line":
+        lines.insert(3, "")
+    content = ending.join(lines) + ("" if layout == "no final newline" else ending)
+    header, fast, exact, problems = fast_and_exact(content, binary)
+    assert fast is not None and problems == []
+    assert cells_by_row(fast, header) == cells_by_row(exact, header)
+    assert len(fast[0]) == len(rows) - 1
+
+
+@pytest.mark.parametrize("binary", [False, True])
+def test_the_fast_reader_keeps_nul_bytes_apart(binary):
+    content = text([R_HEADER, ["p\x00", "Q1", "Q1-R1", "1", "1", "1", "t", ""], ["p", "Q1", "Q1-R1", "1", "1", "1", "t", ""],
+                   ["p\x00\x00", "Q1", "Q1-R1", "1", "1", "1", "t", "\x00"]])
+    header, fast, exact, _ = fast_and_exact(content, binary)
+    assert cells_by_row(fast, header) == cells_by_row(exact, header)
+    assert list(fast[1]["participant_id"].texts) == ["p\x00", "p", "p\x00\x00"]
+
+
+def test_lines_with_too_many_or_too_few_fields_are_found_by_counting_commas(tide):
+    lines = text(base_ratings()).split("\r\n")
+    lines[3] += ",extra"  # line 4
+    lines[7] = lines[7].rsplit(",", 2)[0]  # line 8
+    content = "\n".join(lines)
+    assert importers._columns_fast(upload(content, True), R_HEADER) is None  # left to the csv module, which names the lines
+    with pytest.raises(ImportProblems) as caught:
+        responses_import(study=tide, participants_file=io.StringIO(text(base_participants())),
+                         ratings_file=io.StringIO(content))
+    assert caught.value.problems[:2] == ["ratings.csv:4:: expected 8 fields, found 9",
+                                         "ratings.csv:8:: expected 8 fields, found 6"]
+
+
+def test_blank_lines_keep_the_fast_reader_and_the_line_numbers():
+    lines = text(base_ratings()).split("\r\n")
+    content = "\n".join(lines[:3] + ["", ""] + lines[3:])
+    read = importers._columns_fast(upload(content, True), R_HEADER)
+    assert read is not None
+    assert read[0].tolist() == [2, 3] + list(range(6, len(lines) + 2))
