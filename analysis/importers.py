@@ -1244,14 +1244,6 @@ def _participant_rows(study: Study, new: list[_ParsedParticipant], rows: pd.Data
     return _with_field_defaults(Participant, frame)
 
 
-def _key_codes(*codes: np.ndarray) -> np.ndarray:
-    """Non-negative integer columns packed into one int64 key per row (same key = same tuple)."""
-    key = np.zeros(len(codes[0]), dtype=np.int64)
-    for code in codes:
-        key = key * (int(code.max()) + 1 if len(code) else 1) + code
-    return key
-
-
 def _skip_foreign_key_triggers() -> bool:
     """On PostgreSQL, skip the per-row foreign-key triggers for the rest of this transaction, if allowed.
 
@@ -1289,7 +1281,7 @@ def _write(study: Study, new: list[_ParsedParticipant], rows: pd.DataFrame) -> t
 
     # One visit per participant x block: its first row carries the block's times. Visits are
     # numbered (sequence) and written in the order the participant saw them.
-    visit_of_row, first = _first_rows(_key_codes(participant, block))
+    visit_of_row, first = _run_codes([participant, block], len(rows))
     order = np.lexsort((line[first], started[first], participant[first]))
     shown = first[order]
     visit_ids = np.empty(len(first), dtype=np.int64)
@@ -1304,7 +1296,7 @@ def _write(study: Study, new: list[_ParsedParticipant], rows: pd.DataFrame) -> t
     }))
 
     # One placement per participant x response (a response is shown once, rated per dimension).
-    placement_of_row, first = _first_rows(_key_codes(participant, item))
+    placement_of_row, first = _run_codes([participant, item], len(rows))
     placement_ids = _new_ids(ItemPlacement, len(first))
     _insert_rows(ItemPlacement, pd.DataFrame({
         "id": placement_ids,
@@ -1322,16 +1314,6 @@ def _write(study: Study, new: list[_ParsedParticipant], rows: pd.DataFrame) -> t
         "value": rows["value"].to_numpy()[rated].astype(np.int64),
     }))
     return len(visit_ids), len(placement_ids), int(rated.sum())
-
-
-def _first_rows(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's group (groups numbered in order of first appearance) and each group's first row."""
-    group_of_row, _ = pd.factorize(keys)
-    if not len(keys):
-        return group_of_row, np.zeros(0, dtype=np.int64)
-    # A row opens a group when its number exceeds every number before it.
-    seen = np.maximum.accumulate(group_of_row)
-    return group_of_row, np.flatnonzero(np.r_[True, group_of_row[1:] > seen[:-1]])
 
 
 def _refresh_planner_statistics() -> None:
