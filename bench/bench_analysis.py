@@ -31,7 +31,6 @@ import os
 import sys
 import time
 import warnings
-from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -213,12 +212,12 @@ def clear_participants(study) -> None:
 
 
 def run_import(report: Report, study, paths: dict[str, Path], fk_triggers: str) -> None:
-    from analysis import importers
+    from analysis import import_writer, importers
 
-    original = importers._skip_foreign_key_triggers
+    original = import_writer.skip_foreign_key_triggers
     label = "import (responses_import)"
     if fk_triggers == "checked":
-        importers._skip_foreign_key_triggers = lambda: False
+        import_writer.skip_foreign_key_triggers = lambda: False
         label += ", FK triggers on"
     try:
         with paths["participants"].open("rb") as p_file, paths["ratings"].open("rb") as r_file, \
@@ -226,7 +225,7 @@ def run_import(report: Report, study, paths: dict[str, Path], fk_triggers: str) 
             result = importers.responses_import(study=study, participants_file=p_file, ratings_file=r_file)
             step.note = f"{result.participants_created} participants, {result.ratings_created} ratings"
     finally:
-        importers._skip_foreign_key_triggers = original
+        import_writer.skip_foreign_key_triggers = original
 
 
 def platform(report: Report, study, thresholds: dict) -> dict[str, Any]:

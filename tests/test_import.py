@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from django.core.management import CommandError, call_command
 
-from analysis import importers
+from analysis import csv_columns, importers, iso_times
 from analysis.importers import ImportProblems, gold_import, responses_import
 from analysis.models import GoldScore
 from surveys.models import BlockVisit, ItemPlacement, Participant, Rating
@@ -270,12 +270,12 @@ def test_an_import_refreshes_the_planner_statistics_on_postgresql(tide):
                          "surveys_itemplacement": 20, "surveys_rating": 15}
 
 
-# --- the fast ratings.csv reader (analysis.importers._columns_fast and helpers) ---------------------
+# --- the fast ratings.csv reader (analysis.csv_columns.columns_fast and helpers) ---------------------
 
 
 def python_micros(text: str) -> float:
     try:
-        return float((importers.parse_time(text) - importers._EPOCH) // timedelta(microseconds=1))
+        return float((iso_times.parse_time(text) - iso_times.EPOCH) // timedelta(microseconds=1))
     except ValueError:
         return math.nan
 
@@ -305,7 +305,7 @@ TIME_TEXTS = [
 
 def test_the_vectorized_time_parse_agrees_with_parse_time():
     texts = np.array(TIME_TEXTS, dtype=object)
-    assert same_micros(importers._time_micros(texts), [python_micros(t) for t in TIME_TEXTS])
+    assert same_micros(iso_times.time_micros(texts), [python_micros(t) for t in TIME_TEXTS])
 
 
 def test_the_time_parse_from_bytes_agrees_with_parse_time():
@@ -314,8 +314,8 @@ def test_the_time_parse_from_bytes_agrees_with_parse_time():
     cells = np.zeros((len(texts), max(map(len, encoded))), dtype=np.uint8)
     for i, raw in enumerate(encoded):
         cells[i, : len(raw)] = list(raw)
-    column = importers._Column(np.arange(len(texts)), raw=(cells, np.array([len(raw) for raw in encoded])))
-    assert same_micros(importers._parse_times(column), [python_micros(t) for t in texts])
+    column = csv_columns.Column(np.arange(len(texts)), raw=(cells, np.array([len(raw) for raw in encoded])))
+    assert same_micros(csv_columns.parse_times(column), [python_micros(t) for t in texts])
     assert column._texts is None  # read without decoding every text
 
 
@@ -336,20 +336,20 @@ def test_the_vectorized_time_parse_covers_the_usual_layouts_and_agrees_on_them()
     points = np.array(strict, dtype="U32").view(np.uint32).reshape(len(strict), 32)
     chars = np.minimum(points, 255).astype(np.uint8).T.copy()
     lengths = np.array([len(t) for t in strict])
-    assert not np.isnan(importers._strict_iso_micros(chars, lengths)).any()
+    assert not np.isnan(iso_times.strict_iso_micros(chars, lengths)).any()
     # ... and with the fallback, every text agrees with parse_time.
-    assert same_micros(importers._time_micros(np.array(texts, dtype=object)), expected)
+    assert same_micros(iso_times.time_micros(np.array(texts, dtype=object)), expected)
 
 
-def upload(content: str, binary: bool) -> importers._Upload:
-    return importers._Upload(io.BytesIO(content.encode()) if binary else io.StringIO(content))
+def upload(content: str, binary: bool) -> csv_columns.Upload:
+    return csv_columns.Upload(io.BytesIO(content.encode()) if binary else io.StringIO(content))
 
 
 def fast_and_exact(content: str, binary: bool) -> tuple:
     header = next(csv.reader(io.StringIO(content)))
     problems = importers._Problems()
-    fast = importers._columns_fast(upload(content, binary), header)
-    exact = importers._columns_exact(content, header, "ratings.csv", problems)
+    fast = csv_columns.columns_fast(upload(content, binary), header)
+    exact = csv_columns.columns_exact(content, header, "ratings.csv", problems)
     return header, fast, exact, problems.items
 
 
@@ -398,7 +398,7 @@ def test_lines_with_too_many_or_too_few_fields_are_found_by_counting_commas(tide
     lines[3] += ",extra"  # line 4
     lines[7] = lines[7].rsplit(",", 2)[0]  # line 8
     content = "\n".join(lines)
-    assert importers._columns_fast(upload(content, True), R_HEADER) is None  # left to the csv module, which names the lines
+    assert csv_columns.columns_fast(upload(content, True), R_HEADER) is None  # left to the csv module, which names the lines
     with pytest.raises(ImportProblems) as caught:
         responses_import(study=tide, participants_file=io.StringIO(text(base_participants())),
                          ratings_file=io.StringIO(content))
@@ -409,6 +409,6 @@ def test_lines_with_too_many_or_too_few_fields_are_found_by_counting_commas(tide
 def test_blank_lines_keep_the_fast_reader_and_the_line_numbers():
     lines = text(base_ratings()).split("\r\n")
     content = "\n".join(lines[:3] + ["", ""] + lines[3:])
-    read = importers._columns_fast(upload(content, True), R_HEADER)
+    read = csv_columns.columns_fast(upload(content, True), R_HEADER)
     assert read is not None
     assert read[0].tolist() == [2, 3] + list(range(6, len(lines) + 2))
