@@ -331,10 +331,11 @@ def _empty_ratings_frame() -> pd.DataFrame:
 
 
 _PARTICIPANT_FIELDS = (
-    "pseudonym", "external_id", "status", "started_text", "finished_text", "source", "imported_attention_passed",
-    "age", "sex", "gender", "race", "hispanic", "education", "employment", "state",
-    "blocks_assigned", "completion_code", "n_blocks_answered", "n_checks", "n_failures",
+    "id", "pseudonym", "external_id", "status", "started_text", "finished_text", "source",
+    "imported_attention_passed", "age", "sex", "gender", "race", "hispanic", "education", "employment", "state",
+    "blocks_assigned", "completion_code",
 )
+_VISIT_COUNTS = ("n_blocks_answered", "n_checks", "n_failures")
 
 
 def participants_frame(study_id: int) -> pd.DataFrame:
@@ -348,21 +349,26 @@ def participants_frame(study_id: int) -> pd.DataFrame:
     """
     rows = _fetch(
         Participant.objects.filter(study_id=study_id, is_preview=False)
-        .annotate(
-            n_blocks_answered=Count(
-                "visits", filter=Q(visits__block__isnull=False, visits__submitted_at__isnull=False)
-            ),
-            n_checks=Count(
-                "visits", filter=Q(visits__attention_check__isnull=False, visits__attention_passed__isnull=False)
-            ),
-            n_failures=Count("visits", filter=Q(visits__attention_passed=False)),
-            started_text=_IsoText("started_at"),
-            finished_text=_IsoText("finished_at"),
-        )
+        .annotate(started_text=_IsoText("started_at"), finished_text=_IsoText("finished_at"))
         .order_by("id")
         .values_list(*_PARTICIPANT_FIELDS)
     )
+    # Counted in a query of their own: grouped together with the participant's
+    # fields, every field would be carried through the join to each visit.
+    counts = _fetch(
+        BlockVisit.objects.filter(participant__study_id=study_id, participant__is_preview=False)
+        .values("participant_id")
+        .annotate(
+            n_blocks_answered=Count("id", filter=Q(block__isnull=False, submitted_at__isnull=False)),
+            n_checks=Count("id", filter=Q(attention_check__isnull=False, attention_passed__isnull=False)),
+            n_failures=Count("id", filter=Q(attention_passed=False)),
+        )
+        .order_by()
+        .values_list("participant_id", *_VISIT_COUNTS)
+    )
     raw = pd.DataFrame(rows, columns=list(_PARTICIPANT_FIELDS))
+    by_participant = pd.DataFrame(counts, columns=["id", *_VISIT_COUNTS]).set_index("id")
+    raw = raw.join(by_participant.reindex(raw["id"], fill_value=0).reset_index(drop=True))
     imported = (raw["source"] == Participant.Source.IMPORT).to_numpy(dtype=bool)
     imported_passed = raw["imported_attention_passed"]
     checks = np.where(imported, imported_passed.notna(), raw["n_checks"]).astype(np.int64)
