@@ -12,9 +12,12 @@ frames, so their column names are a contract (DESIGN 2; docs/quality.md):
 ``gold_frame``
     response_id, gold_score.
 
-Speed matters (a study may hold 1.2 million ratings): rows are read with raw
-cursors as tuples of small integers (ids), and the text labels are attached
-through categorical codes instead of being joined and transferred per row.
+Speed matters (a study may hold 1.2 million ratings): rows are read as small
+integers (ids), never as ORM objects; on PostgreSQL the visits, placements
+and ratings of a study are read at once, each table by its own connection
+from one snapshot, and joined here by id (``pgcopy.int_rows_out_together``).
+Text labels are attached through categorical codes instead of being joined
+and transferred per row.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from django.db.models.functions import Coalesce
 from analysis import pgcopy
 from analysis.models import GoldScore
 from analysis.regions import region_of
-from surveys.models import Block, BlockVisit, Dimension, Item, ItemPlacement, Participant, Rating, Study
+from surveys.models import Block, BlockVisit, Dimension, Item, ItemPlacement, Participant, Rating
 
 RATING_COLUMNS = [
     "participant_id", "block_id", "scenario", "response_id", "model", "condition", "dimension",
@@ -56,20 +59,18 @@ def _fetch(queryset: QuerySet) -> list[tuple]:
         return cursor.fetchall()
 
 
-def _int_rows(queryset: QuerySet, width: int, *, splits: Sequence[int] = ()) -> np.ndarray:
+def _int_rows(queryset: QuerySet, width: int) -> np.ndarray:
     """A ``values_list`` queryset of integers as an int64 array of ``width`` columns.
 
     PostgreSQL: ``COPY (query) TO STDOUT`` parsed by pandas' C reader, which
-    spares building a Python tuple per row (1.2 million rows: seconds less);
-    with ``splits`` (values of the first column), read by several connections
-    in no particular order (``pgcopy.int_rows_out_parallel``). Elsewhere: the
-    raw cursor's tuples.
+    spares building a Python tuple per row (1.2 million rows: seconds less).
+    Elsewhere: the raw cursor's tuples.
     """
     if connection.vendor != "postgresql":
         rows = _fetch(queryset)
         return np.array(rows, dtype=np.int64) if rows else np.zeros((0, width), dtype=np.int64)
     sql, params = queryset.query.sql_with_params()
-    return pgcopy.int_rows_out_parallel(sql, params, width, splits=splits)
+    return pgcopy.int_rows_out(sql, params, width)
 
 
 def _utc(values: Sequence) -> pd.DatetimeIndex:
@@ -81,27 +82,28 @@ def _categorical(codes: np.ndarray, labels: Sequence[str]) -> pd.Categorical:
     return pd.Categorical.from_codes(codes, categories=pd.Index(list(labels), dtype=object))
 
 
-def _positions(sorted_ids: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """Where each of ``values`` sits in ``sorted_ids`` (unique, ascending); -1 when absent.
+def _positions(ids: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Where each of ``values`` sits in ``ids`` (unique, in any order); -1 when absent.
 
     Ids of one study are nearly contiguous, so a lookup table indexed by id is
-    used when it stays small (a few times the number of ids): one gather
-    instead of a binary search per row (1.2 million rows).
+    used when it stays small (a few times the number of ids): one scatter and
+    one gather instead of a sort and a binary search per row (1.2 million rows).
     """
-    if not len(sorted_ids) or not len(values):
+    if not len(ids) or not len(values):
         return np.full(len(values), -1, dtype=np.int64)
-    low, high = int(sorted_ids[0]), int(sorted_ids[-1])
+    low, high = int(ids.min()), int(ids.max())
     inside = (values >= low) & (values <= high)
-    if high - low < 4 * len(sorted_ids) + 1024:
+    if high - low < 4 * len(ids) + 1024:
         table = np.full(high - low + 1, -1, dtype=np.int64)
-        table[sorted_ids - low] = np.arange(len(sorted_ids))
+        table[ids - low] = np.arange(len(ids))
         return np.where(inside, table[np.clip(values - low, 0, high - low)], -1)
-    at = np.minimum(np.searchsorted(sorted_ids, values), len(sorted_ids) - 1)
-    return np.where(sorted_ids[at] == values, at, -1)
+    order = np.argsort(ids, kind="stable")
+    at = np.minimum(np.searchsorted(ids[order], values), len(ids) - 1)
+    return np.where(ids[order][at] == values, order[at], -1)
 
 
 def _labels_by_id(pairs: list[tuple[int, str]]) -> tuple[np.ndarray, list[str]]:
-    """Sorted ids and their labels, for ``_positions`` lookups."""
+    """Ids (ascending) and their labels, for ``_positions`` lookups."""
     pairs = sorted(pairs)
     return np.array([p[0] for p in pairs], dtype=np.int64), [p[1] for p in pairs]
 
@@ -150,20 +152,22 @@ class _IsoText(Func):
         return self.as_sql(compiler, connection, template="%(expressions)s", **extra_context)
 
 
-def _visits(study_id: int) -> pd.DataFrame:
-    """Block visits of non-preview participants, with their order among the participant's blocks."""
+def _visit_query(study_id: int) -> QuerySet:
+    """Block visits of non-preview participants as integers: id, participant, block, sequence,
+    has a duration (0/1), duration in microseconds, submitted (0/1). Int rows cannot hold NULL."""
     duration = ExpressionWrapper(F("submitted_at") - F("shown_at"), output_field=DurationField())
-    rows = _int_rows(
-        BlockVisit.objects.filter(
-            participant__study_id=study_id, participant__is_preview=False, block__isnull=False
-        ).order_by("id").values_list(
-            "id", "participant_id", "block_id", "sequence",
-            # An integer flag for "has a duration": int rows cannot hold NULL.
-            Case(When(shown_at__isnull=False, submitted_at__isnull=False, then=Value(1)), default=Value(0)),
-            Coalesce(_Microseconds(duration), Value(0)),
-        ),
-        6,
+    return BlockVisit.objects.filter(
+        participant__study_id=study_id, participant__is_preview=False, block__isnull=False
+    ).order_by().values_list(
+        "id", "participant_id", "block_id", "sequence",
+        Case(When(shown_at__isnull=False, submitted_at__isnull=False, then=Value(1)), default=Value(0)),
+        Coalesce(_Microseconds(duration), Value(0)),
+        Case(When(submitted_at__isnull=False, then=Value(1)), default=Value(0)),
     )
+
+
+def _visits(rows: np.ndarray) -> pd.DataFrame:
+    """The visit rows in id order, with their order among the participant's blocks."""
     visits = pd.DataFrame(
         {
             "visit": rows[:, 0],
@@ -171,6 +175,7 @@ def _visits(study_id: int) -> pd.DataFrame:
             "block": rows[:, 2],
             "sequence": rows[:, 3],
             "seconds_on_block": np.where(rows[:, 4] == 1, rows[:, 5] / 1e6, np.nan),
+            "submitted": rows[:, 6] == 1,
         }
     )
     visits = visits.sort_values(["participant", "sequence"], kind="stable")
@@ -187,51 +192,50 @@ def _choice_code(field: str) -> Case:
     )
 
 
-def _answer_rows(study: Study, splits: Sequence[int]) -> tuple[np.ndarray, bool]:
-    """int64 rows (visit, item, dimension, position, rank or 0, choice 0/1 best/2 worst, value); True when ratings.
+def _placement_query(item_ids: list[int]) -> QuerySet:
+    """Placements of the study's items: id, visit, item, position, rank or 0, choice (0, 1 best, 2 worst)."""
+    return ItemPlacement.objects.filter(item_id__in=item_ids).order_by().values_list(
+        "id", "visit_id", "item_id", "position", Coalesce("rank", Value(0)), _choice_code("choice")
+    )
 
-    Everything is an integer so the rows convert to numpy in one call; with
-    ``splits`` (visit ids) several connections read them (``_int_rows``).
+
+def _rating_query(dimension_ids: list[int]) -> QuerySet:
+    """Ratings on the study's dimensions: placement, dimension, value."""
+    return Rating.objects.filter(dimension_id__in=dimension_ids).order_by().values_list(
+        "placement_id", "dimension_id", "value"
+    )
+
+
+# On PostgreSQL, read the visits, placements and ratings of a study at once (each table on its own
+# connection, joined here): the database works on several cores and nothing is joined twice.
+CONCURRENT_READS = True
+
+
+def _read_at_once(queries: list[tuple[QuerySet, int]]) -> list[np.ndarray]:
+    """Integer querysets read together; on PostgreSQL each by its own connection, from one snapshot."""
+    if connection.vendor != "postgresql" or not CONCURRENT_READS:
+        return [_int_rows(queryset, width) for queryset, width in queries]
+    return pgcopy.int_rows_out_together([(*queryset.query.sql_with_params(), width) for queryset, width in queries])
+
+
+def _answers(visits: pd.DataFrame, placements: np.ndarray, ratings: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """The frame's rows as indexes: (placement row, visit row, rating row or None) per answer.
+
+    With ``ratings`` (a study with a scale): one answer per rating, its
+    placement found by id. Without (best-worst studies): one per placement in
+    a submitted block. Placements of visits not in ``visits`` (preview
+    participants) are left out.
     """
-    if study.dimensions.exists():
-        # Filtering on the study's dimension ids spares the joins to visits and
-        # participants; preview participants' rows are dropped against the visits.
-        rows = _int_rows(
-            Rating.objects.filter(dimension_id__in=list(study.dimensions.values_list("id", flat=True))).values_list(
-                "placement__visit_id", "placement__item_id", "dimension_id", "placement__position",
-                Coalesce("placement__rank", Value(0)), _choice_code("placement__choice"), "value",
-            ),
-            7,
-            splits=splits,
-        )
-        are_ratings = True
-    else:
-        # Best-worst studies have no scale: one row per placement of an answered block.
-        rows = _int_rows(
-            ItemPlacement.objects.filter(
-                visit__participant__study_id=study.pk, visit__participant__is_preview=False,
-                visit__submitted_at__isnull=False,
-            ).values_list(
-                "visit_id", "item_id", Value(0), "position", Coalesce("rank", Value(0)), _choice_code("choice"), Value(0)
-            ),
-            7,
-            splits=splits,
-        )
-        are_ratings = False
-    return rows, are_ratings
-
-
-# Connections reading a large study's answers at once (see pgcopy.int_rows_out_parallel),
-# and the number of visits (about five rows each) below which one connection is quicker.
-READ_CONNECTIONS = 2
-PARALLEL_READ_MIN_VISITS = 20_000
-
-
-def _read_splits(visit_ids: np.ndarray) -> list[int]:
-    """Visit ids sharing the answers out evenly among ``READ_CONNECTIONS`` (none for a small study)."""
-    if len(visit_ids) < PARALLEL_READ_MIN_VISITS or READ_CONNECTIONS < 2:
-        return []
-    return [int(visit_ids[len(visit_ids) * k // READ_CONNECTIONS]) for k in range(1, READ_CONNECTIONS)]
+    visit_of_placement = _positions(visits["visit"].to_numpy(), placements[:, 1])
+    if ratings is None:
+        shown = visit_of_placement >= 0
+        submitted = visits["submitted"].to_numpy()[np.maximum(visit_of_placement, 0)]
+        placement_at = np.flatnonzero(shown & submitted)
+        return placement_at, visit_of_placement[placement_at], None
+    placement_at = _positions(placements[:, 0], ratings[:, 0])
+    visit_at = np.where(placement_at >= 0, visit_of_placement[np.maximum(placement_at, 0)], -1)
+    rating_at = np.flatnonzero(visit_at >= 0)
+    return placement_at[rating_at], visit_at[rating_at], rating_at
 
 
 def ratings_frame(study_id: int) -> pd.DataFrame:
@@ -241,44 +245,42 @@ def ratings_frame(study_id: int) -> pd.DataFrame:
     ranked; for studies without a rating dimension ``dimension`` is "" and
     ``rating`` NaN, one row per shown response, so best/worst analyses work.
     """
-    study = Study.objects.get(pk=study_id)
-    visits = _visits(study_id)
-    visit_ids = visits["visit"].to_numpy()
-    rows, are_ratings = _answer_rows(study, _read_splits(visit_ids))
-    if not len(rows):
-        return _empty_ratings_frame()
-    visit_at = _positions(visit_ids, rows[:, 0])
-    counted = visit_at >= 0
-    rows, visit_at = rows[counted], visit_at[counted]
-    if not len(rows):
+    items = list(
+        Item.objects.filter(study_id=study_id).values_list(
+            "id", "key", "block__scenario__key", "system__name", "condition__name"
+        ).order_by("id")
+    )
+    dimension_ids, dimension_keys = _labels_by_id(
+        list(Dimension.objects.filter(study_id=study_id).values_list("id", "key"))
+    )
+    are_ratings = bool(len(dimension_ids))
+    queries = [(_visit_query(study_id), 7), (_placement_query([item[0] for item in items]), 6)]
+    if are_ratings:
+        queries.append((_rating_query(dimension_ids.tolist()), 3))
+    visit_rows, placement_rows, *rating_rows = _read_at_once(queries)
+    visits = _visits(visit_rows)
+    placement_at, visit_at, rating_at = _answers(visits, placement_rows, rating_rows[0] if are_ratings else None)
+    if not len(placement_at):
         return _empty_ratings_frame()
 
     participant_ids, pseudonyms = _labels_by_id(
         list(Participant.objects.filter(study_id=study_id, is_preview=False).values_list("id", "pseudonym"))
     )
     block_ids, block_keys = _labels_by_id(list(Block.objects.filter(study_id=study_id).values_list("id", "key")))
-    items = list(
-        Item.objects.filter(study_id=study_id).values_list(
-            "id", "key", "block__scenario__key", "system__name", "condition__name"
-        ).order_by("id")
-    )
     item_ids = np.array([item[0] for item in items], dtype=np.int64)
-    item_at = _positions(item_ids, rows[:, 1])
+    item_at = _positions(item_ids, placement_rows[placement_at, 2])
     scenario_codes, scenarios = _unique_codes([item[2] for item in items])
     model_codes, models = _unique_codes([item[3] for item in items])
     condition_codes, conditions = _unique_codes([item[4] for item in items])
 
-    if are_ratings:
-        dimension_ids, dimension_keys = _labels_by_id(
-            list(Dimension.objects.filter(study_id=study_id).values_list("id", "key"))
-        )
-        dimension = _categorical(_positions(dimension_ids, rows[:, 2]), dimension_keys)
-        rating = rows[:, 6].astype(float)
+    if rating_at is not None:
+        dimension = _categorical(_positions(dimension_ids, rating_rows[0][rating_at, 1]), dimension_keys)
+        rating = rating_rows[0][rating_at, 2].astype(float)
     else:
-        dimension = _categorical(np.zeros(len(rows), dtype=np.int64), [""])
-        rating = np.full(len(rows), np.nan)
+        dimension = _categorical(np.zeros(len(placement_at), dtype=np.int64), [""])
+        rating = np.full(len(placement_at), np.nan)
 
-    choice = rows[:, 5]
+    rank, choice = placement_rows[placement_at, 4], placement_rows[placement_at, 5]
     frame = pd.DataFrame(
         {
             "participant_id": _categorical(
@@ -290,9 +292,9 @@ def ratings_frame(study_id: int) -> pd.DataFrame:
             "model": _categorical(model_codes[item_at], models),
             "condition": _categorical(condition_codes[item_at], conditions),
             "dimension": dimension,
-            "position": rows[:, 3].copy(),
+            "position": placement_rows[placement_at, 3],
             "rating": rating,
-            "rank": np.where(rows[:, 4] > 0, rows[:, 4], np.nan),
+            "rank": np.where(rank > 0, rank, np.nan),
             "block_order": visits["block_order"].to_numpy()[visit_at],
             "seconds_on_block": visits["seconds_on_block"].to_numpy()[visit_at],
             "best": choice == 1,

@@ -129,59 +129,54 @@ def int_rows_out(sql: str, params: list | tuple, width: int) -> np.ndarray:
 
 
 _SNAPSHOT_ID = re.compile(r"[0-9A-F]+-[0-9A-F]+(-[0-9A-F]+)?")
-# Rows per text chunk in int_rows_out_parallel: rows sharing first-column // this.
+# Rows per text chunk in int_rows_out_together: rows sharing first-column // this.
 _CHUNK_KEY_DIVISOR = 64
 
 
-def int_rows_out_parallel(sql: str, params: list | tuple, width: int, *, splits: Sequence[int]) -> np.ndarray:
-    """``int_rows_out`` spread over helper connections that read one snapshot.
+def int_rows_out_together(queries: Sequence[tuple[str, Sequence, int]]) -> list[np.ndarray]:
+    """Several all-integer queries (sql, params, width) read at once, each by its own helper connection.
 
-    Through one connection the rows come one at a time, each formatted by the
-    database and then collected by Python (about a microsecond each), on one
-    core. Here the rows are shared out by their first column at ``splits``
-    (helper k takes ``splits[k-1] <= c0 < splits[k]``; the first and last are
-    open-ended), and each helper has the database join its rows into text
-    chunks (rows sharing c0 // 64): the database works on several cores and
-    Python collects a few thousand chunks instead of every row. Ranges, not
-    a modulo, so the planner can estimate each share from its statistics.
-    The rows come back in no particular order.
+    Through one connection rows come one at a time, each formatted by the
+    database and then collected by Python (about a microsecond each), one
+    query after the other on one core. Here every query runs on a helper
+    connection of its own, so the database works on several cores, and has
+    the database join its rows into text chunks (rows sharing first column
+    // 64), so Python collects thousands of chunks instead of millions of
+    rows. Rows come back in no particular order.
 
     The helpers read the caller's snapshot (``pg_export_snapshot``), so
-    together they see exactly what one query would. Inside a transaction the
-    helpers could not see its uncommitted writes: there it is ``int_rows_out``.
+    together they see what one transaction would. Inside a transaction the
+    helpers could not see its uncommitted writes: there each query is read by
+    ``int_rows_out`` on the caller's connection.
     """
-    if not splits or connection.in_atomic_block:
-        return int_rows_out(sql, params, width)
-    bounds = [None, *splits, None]
-    shares = [(bounds[k], bounds[k + 1]) for k in range(len(bounds) - 1)]
+    if connection.in_atomic_block:
+        return [int_rows_out(sql, params, width) for sql, params, width in queries]
     with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
         cursor.execute("SELECT pg_export_snapshot()")
         snapshot = cursor.fetchone()[0]
-        with ThreadPoolExecutor(len(shares)) as pool:
-            rows = list(pool.map(lambda share: _share(snapshot, sql, params, width, *share), shares))
-    return np.concatenate(rows)
+        with ThreadPoolExecutor(len(queries)) as pool:
+            return list(pool.map(lambda query: _read_in_snapshot(snapshot, *query), queries))
 
 
-def _share(snapshot: str, sql: str, params: list | tuple, width: int, low: int | None, high: int | None) -> np.ndarray:
-    """One helper's rows of ``int_rows_out_parallel``, read on this thread's own connection."""
+def _read_in_snapshot(snapshot: str, sql: str, params: Sequence, width: int) -> np.ndarray:
+    """One query of ``int_rows_out_together``, read on this thread's own connection."""
     if not _SNAPSHOT_ID.fullmatch(snapshot):
         raise DatabaseError(f"unexpected snapshot id {snapshot!r}")
     helper = connections[connection.alias]  # Django gives each thread its own connection
     columns = ", ".join(f"c{i}" for i in range(width))
-    where = " AND ".join(["TRUE"] + (["c0 >= %s"] if low is not None else []) + (["c0 < %s"] if high is not None else []))
     try:
         with transaction.atomic(using=helper.alias), helper.cursor() as cursor:
             cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
             cursor.execute(f"SET TRANSACTION SNAPSHOT '{snapshot}'")
-            # A big join in memory rather than in batches on disk; no parallel workers (the
-            # helpers already share the cores); JIT compiling costs more than it saves.
+            # Hash tables in memory rather than in batches on disk; no parallel workers
+            # (the helpers already share the cores); JIT compiling costs more than it saves.
             cursor.execute("SET LOCAL work_mem = '256MB'")
             cursor.execute("SET LOCAL max_parallel_workers_per_gather = 0")
             cursor.execute("SET LOCAL jit = off")
             cursor.execute(
-                f"SELECT string_agg(concat_ws(',', {columns}), E'\\n') FROM ({sql}) AS share({columns}) "
-                f"WHERE {where} GROUP BY c0 / {_CHUNK_KEY_DIVISOR}",
-                [*params, *(bound for bound in (low, high) if bound is not None)],
+                f"SELECT string_agg(concat_ws(',', {columns}), E'\\n') FROM ({sql}) AS query({columns}) "
+                f"GROUP BY c0 / {_CHUNK_KEY_DIVISOR}",
+                list(params),
             )
             text = "\n".join(row[0] for row in cursor.fetchall())
     finally:

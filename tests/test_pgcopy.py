@@ -101,28 +101,64 @@ def test_int_rows_out_reads_an_integer_query_as_an_array():
     assert pgcopy.int_rows_out("SELECT 1, 2 WHERE false", [], 2).shape == (0, 2)
 
 
-def test_int_rows_out_parallel_shares_rows_out_by_ranges_of_the_first_column(transactional_db, monkeypatch):
-    calls = []
-    share = pgcopy._share
-    monkeypatch.setattr(pgcopy, "_share", lambda *args: calls.append(args[4:]) or share(*args))
-    sql = "SELECT g, g %% 7, -g FROM generate_series(1, %s) AS g"
-    rows = pgcopy.int_rows_out_parallel(sql, [1000], 3, splits=[300, 700])
-    assert sorted(calls, key=str) == sorted([(None, 300), (300, 700), (700, None)], key=str)
-    assert sorted(map(tuple, rows.tolist())) == [(g, g % 7, -g) for g in range(1, 1001)]
-    assert pgcopy.int_rows_out_parallel(sql, [0], 3, splits=[5]).shape == (0, 3)
+def test_int_rows_out_together_reads_each_query_on_its_own_connection(transactional_db, monkeypatch):
+    backends = []
+    read = pgcopy._read_in_snapshot
+
+    def spy(*args):
+        with connection.cursor() as cursor:  # this thread's connection: the helper's
+            cursor.execute("SELECT pg_backend_pid()")
+            backends.append(cursor.fetchone()[0])
+        return read(*args)
+
+    monkeypatch.setattr(pgcopy, "_read_in_snapshot", spy)
+    squares = "SELECT g, g * g FROM generate_series(1, %s) AS g"
+    signs = "SELECT g, -g, g %% 7 FROM generate_series(1, %s) AS g"
+    first, second, empty = pgcopy.int_rows_out_together([(squares, [1000], 2), (signs, [500], 3), (squares, [0], 2)])
+    assert sorted(map(tuple, first.tolist())) == [(g, g * g) for g in range(1, 1001)]
+    assert sorted(map(tuple, second.tolist())) == [(g, -g, g % 7) for g in range(1, 501)]
+    assert empty.shape == (0, 2)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        mine = cursor.fetchone()[0]
+    assert len(set(backends)) == 3 and mine not in backends
+
+
+def test_the_helpers_read_the_callers_snapshot(transactional_db, monkeypatch):
+    # A row committed after the snapshot was exported is not seen by a helper that starts later.
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE TABLE snapshot_probe (a bigint)")
+        cursor.execute("INSERT INTO snapshot_probe VALUES (1)")
+    read = pgcopy._read_in_snapshot
+
+    def later(snapshot, *args):
+        from psycopg import connect
+
+        with connect(**{k: v for k, v in connection.get_connection_params().items()
+                        if k not in ("cursor_factory", "context")}, autocommit=True) as other:
+            other.execute("INSERT INTO snapshot_probe VALUES (2)")
+        return read(snapshot, *args)
+
+    monkeypatch.setattr(pgcopy, "_read_in_snapshot", later)
+    try:
+        (rows,) = pgcopy.int_rows_out_together([("SELECT a FROM snapshot_probe", [], 1)])
+        assert rows[:, 0].tolist() == [1]
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("DROP TABLE snapshot_probe")
 
 
 def test_inside_a_transaction_it_reads_on_the_callers_connection(db, monkeypatch):
     # Helper connections could not see this transaction's uncommitted rows.
-    monkeypatch.setattr(pgcopy, "_share", lambda *args: pytest.fail("no helper inside a transaction"))
+    monkeypatch.setattr(pgcopy, "_read_in_snapshot", lambda *args: pytest.fail("no helper inside a transaction"))
     with connection.cursor() as cursor:
         cursor.execute("CREATE TEMP TABLE mine (a bigint)")
         cursor.execute("INSERT INTO mine SELECT generate_series(1, 10)")
-    rows = pgcopy.int_rows_out_parallel("SELECT a FROM mine", [], 1, splits=[5])
+    (rows,) = pgcopy.int_rows_out_together([("SELECT a FROM mine", [], 1)])
     assert sorted(rows[:, 0].tolist()) == list(range(1, 11))
 
 
-def test_the_ratings_frame_read_by_several_connections_equals_the_one_connection_read(transactional_db, tmp_path, monkeypatch):
+def test_the_ratings_frame_read_at_once_equals_the_one_connection_read(transactional_db, tmp_path, monkeypatch):
     from analysis import frames
     from analysis.importers import responses_import
     from bench import generate
@@ -132,13 +168,12 @@ def test_the_ratings_frame_read_by_several_connections_equals_the_one_connection
     paths = generate.write(tmp_path, 40, seed=3)
     with paths["participants"].open("rb") as people, paths["ratings"].open("rb") as ratings:
         responses_import(study=study, participants_file=people, ratings_file=ratings)
-    shares = []
-    share = pgcopy._share
-    monkeypatch.setattr(pgcopy, "_share", lambda *args: shares.append(args[4:]) or share(*args))
-    monkeypatch.setattr(frames, "PARALLEL_READ_MIN_VISITS", 0)
-    parallel = frames.ratings_frame(study.pk)
-    assert len(shares) == frames.READ_CONNECTIONS
-    monkeypatch.setattr(frames, "READ_CONNECTIONS", 1)
+    helpers = []
+    read = pgcopy._read_in_snapshot
+    monkeypatch.setattr(pgcopy, "_read_in_snapshot", lambda *args: helpers.append(args[3]) or read(*args))
+    together = frames.ratings_frame(study.pk)
+    assert sorted(helpers) == [3, 6, 7]  # ratings, placements, visits
+    monkeypatch.setattr(frames, "CONCURRENT_READS", False)
     single = frames.ratings_frame(study.pk)
-    assert len(shares) == frames.READ_CONNECTIONS + 1 and len(single) > 1000
-    pd.testing.assert_frame_equal(parallel, single)
+    assert len(helpers) == 3 and len(single) > 1000
+    pd.testing.assert_frame_equal(together, single)

@@ -107,10 +107,11 @@ def test_quoted_csv_files_import_through_the_exact_reader(tide):
     assert Participant.objects.get(external_id="q1").education == "Some college, no degree"
 
 
-@pytest.mark.parametrize("ids", [[3, 4, 5, 9], [3, 10_000_000, 20_000_000]], ids=["lookup table", "binary search"])
+@pytest.mark.parametrize("ids", [[3, 4, 5, 9], [9, 3, 5, 4], [3, 10_000_000, 20_000_000], [20_000_000, 3, 10_000_000]],
+                         ids=["lookup table", "lookup table, unsorted", "binary search", "binary search, unsorted"])
 def test_positions_finds_each_id_and_marks_the_absent_ones(ids):
-    sorted_ids = np.array(ids, dtype=np.int64)
+    id_array = np.array(ids, dtype=np.int64)
     values = np.array([ids[-1], 1, ids[0], ids[1], 7, 30_000_000], dtype=np.int64)
     expected = [list(ids).index(v) if v in ids else -1 for v in values]
-    assert frames._positions(sorted_ids, values).tolist() == expected
-    assert frames._positions(sorted_ids[:0], values).tolist() == [-1] * len(values)
+    assert frames._positions(id_array, values).tolist() == expected
+    assert frames._positions(id_array[:0], values).tolist() == [-1] * len(values)
