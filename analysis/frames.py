@@ -207,7 +207,7 @@ def _rating_query(dimension_ids: list[int]) -> QuerySet:
 
 
 # On PostgreSQL, read the visits, placements and ratings of a study at once (each table on its own
-# connection, joined here): the database works on several cores and nothing is joined twice.
+# connection, joined here by id): the database works on several cores and joins nothing.
 CONCURRENT_READS = True
 
 
