@@ -267,25 +267,30 @@ def ratings_frame(study_id: int) -> pd.DataFrame:
         list(Participant.objects.filter(study_id=study_id, is_preview=False).values_list("id", "pseudonym"))
     )
     block_ids, block_keys = _labels_by_id(list(Block.objects.filter(study_id=study_id).values_list("id", "key")))
+    participant_at = _positions(participant_ids, visits["participant"].to_numpy())
+    dimension_at = (_positions(dimension_ids, rating_rows[0][rating_at, 1]) if rating_at is not None
+                    else np.zeros(len(placement_at), dtype=np.int64))
+    # Put the row indexes in the frame's order first: each column is then gathered once.
+    order = _row_order([participant_at[visit_at], visits["block_order"].to_numpy()[visit_at],
+                        placement_rows[placement_at, 3], dimension_at])
+    placement_at, visit_at, dimension_at = placement_at[order], visit_at[order], dimension_at[order]
+
     item_ids = np.array([item[0] for item in items], dtype=np.int64)
     item_at = _positions(item_ids, placement_rows[placement_at, 2])
     scenario_codes, scenarios = _unique_codes([item[2] for item in items])
     model_codes, models = _unique_codes([item[3] for item in items])
     condition_codes, conditions = _unique_codes([item[4] for item in items])
-
     if rating_at is not None:
-        dimension = _categorical(_positions(dimension_ids, rating_rows[0][rating_at, 1]), dimension_keys)
-        rating = rating_rows[0][rating_at, 2].astype(float)
+        dimension = _categorical(dimension_at, dimension_keys)
+        rating = rating_rows[0][rating_at[order], 2].astype(float)
     else:
-        dimension = _categorical(np.zeros(len(placement_at), dtype=np.int64), [""])
+        dimension = _categorical(dimension_at, [""])
         rating = np.full(len(placement_at), np.nan)
 
     rank, choice = placement_rows[placement_at, 4], placement_rows[placement_at, 5]
-    frame = pd.DataFrame(
+    return pd.DataFrame(
         {
-            "participant_id": _categorical(
-                _positions(participant_ids, visits["participant"].to_numpy())[visit_at], pseudonyms
-            ),
+            "participant_id": _categorical(participant_at[visit_at], pseudonyms),
             "block_id": _categorical(_positions(block_ids, visits["block"].to_numpy())[visit_at], block_keys),
             "scenario": _categorical(scenario_codes[item_at], scenarios),
             "response_id": _categorical(item_at, [item[1] for item in items]),
@@ -301,24 +306,18 @@ def ratings_frame(study_id: int) -> pd.DataFrame:
             "worst": choice == 2,
         }
     )
-    return frame.take(_row_order(frame)).reset_index(drop=True)
 
 
-def _row_order(frame: pd.DataFrame) -> np.ndarray:
+def _row_order(keys: list[np.ndarray]) -> np.ndarray:
     """Participant, block order, position, dimension: the frame's documented row order.
 
     The four small non-negative integers are packed into one int64 key: one
     stable argsort instead of a four-key lexsort (the same order, ties kept).
     """
-    keys = [
-        frame["participant_id"].cat.codes.to_numpy(dtype=np.int64),
-        frame["block_order"].to_numpy(dtype=np.int64),
-        frame["position"].to_numpy(dtype=np.int64),
-        frame["dimension"].cat.codes.to_numpy(dtype=np.int64),
-    ]
-    if not len(frame) or min(int(key.min()) for key in keys) < 0:
+    keys = [key.astype(np.int64, copy=False) for key in keys]
+    if not len(keys[0]) or min(int(key.min()) for key in keys) < 0:
         return np.lexsort(keys[::-1])
-    packed = np.zeros(len(frame), dtype=np.int64)
+    packed = np.zeros(len(keys[0]), dtype=np.int64)
     for key in keys:
         packed = packed * (int(key.max()) + 1) + key
     return np.argsort(packed, kind="stable")

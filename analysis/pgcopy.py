@@ -178,12 +178,13 @@ def _read_in_snapshot(snapshot: str, sql: str, params: Sequence, width: int) -> 
                 f"GROUP BY c0 / {_CHUNK_KEY_DIVISOR}",
                 list(params),
             )
-            text = "\n".join(row[0] for row in cursor.fetchall())
+            # Bytes for the C reader: a StringIO would hold four bytes per character.
+            data = "\n".join(row[0] for row in cursor.fetchall()).encode()
     finally:
         helper.close()
-    if not text:
+    if not data:
         return np.zeros((0, width), dtype=np.int64)
-    return pd.read_csv(io.StringIO(text), sep=",", header=None, dtype=np.int64, engine="c").to_numpy()
+    return pd.read_csv(io.BytesIO(data), sep=",", header=None, dtype=np.int64, engine="c").to_numpy()
 
 
 def reserve_ids(model: type[Model], count: int) -> np.ndarray:
