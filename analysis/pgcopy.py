@@ -178,13 +178,18 @@ def _read_in_snapshot(snapshot: str, sql: str, params: Sequence, width: int) -> 
                 f"GROUP BY c0 / {_CHUNK_KEY_DIVISOR}",
                 list(params),
             )
-            # Bytes for the C reader: a StringIO would hold four bytes per character.
-            data = "\n".join(row[0] for row in cursor.fetchall()).encode()
+            # Bytes for the C reader, chunk by chunk: a StringIO would hold four bytes per
+            # character, and joining all the chunks would hold the text twice over.
+            buffer = io.BytesIO()
+            for (chunk,) in cursor:
+                buffer.write(chunk.encode())
+                buffer.write(b"\n")
     finally:
         helper.close()
-    if not data:
+    if not buffer.tell():
         return np.zeros((0, width), dtype=np.int64)
-    return pd.read_csv(io.BytesIO(data), sep=",", header=None, dtype=np.int64, engine="c").to_numpy()
+    buffer.seek(0)
+    return pd.read_csv(buffer, sep=",", header=None, dtype=np.int64, engine="c").to_numpy()
 
 
 def reserve_ids(model: type[Model], count: int) -> np.ndarray:
