@@ -1,4 +1,4 @@
-"""PostgreSQL COPY for bulk frames: rows in (binary) and integer rows out (text), plus id reservation.
+"""PostgreSQL bulk reads and writes: rows in (binary COPY), integer rows out, id reservation.
 
 The importer writes 1.2 million placements and ratings and the frame builder
 reads them back; going through Python tuples would cost a Python object per
@@ -11,6 +11,8 @@ cell. Here rows are encoded and decoded with numpy over whole columns:
 * ``int_rows_out`` reads ``COPY (query) TO STDOUT`` as text and parses it with
   pandas' C reader (psycopg hands over one row per call either way; the text
   form was measured faster to collect than the binary one).
+* ``int_rows_out_together`` reads several such queries at once, each on its
+  own connection from one snapshot, as text chunks the database aggregates.
 * ``reserve_ids`` takes ids from a table's identity sequence in one statement,
   so rows that reference each other can be written without reading ids back.
 
@@ -38,7 +40,8 @@ _TIMESTAMP = "timestamp with time zone"
 
 
 def _encoded(series: pd.Series, db_type: str) -> tuple[np.ndarray, np.ndarray]:
-    """One column as (each row's value bytes, padded to the widest: an n x width uint8 matrix; byte length per row, -1 = NULL)."""
+    """One column as (each row's value bytes padded to the widest, an n x width uint8 matrix;
+    each row's byte length, -1 for NULL)."""
     null = series.isna().to_numpy(dtype=bool)
     if db_type in _FIXED or db_type == _TIMESTAMP:
         if db_type == _TIMESTAMP:
