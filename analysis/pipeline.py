@@ -48,8 +48,25 @@ def options_from_settings(analyses: Iterable[Analysis]) -> dict[str, dict[str, A
     return {a.name: registry.options_from_settings(a) for a in analyses if a.options}
 
 
-def _table(analysis: Analysis, frames: Mapping[str, pd.DataFrame], loose: Mapping[str, pd.DataFrame],
-           options: Mapping[str, dict[str, Any]]) -> pd.DataFrame:
+@dataclass(frozen=True)
+class Inputs:
+    """The frames of the retained participants, and of the looser set of the sensitivity variants."""
+
+    kept: Mapping[str, pd.DataFrame]
+    loose: Mapping[str, pd.DataFrame]
+
+
+def statistics_inputs(ratings: pd.DataFrame, participants: pd.DataFrame, gold: pd.DataFrame) -> Inputs:
+    """Split the run's frames once for every analysis (``participants`` carries ``excluded_by``)."""
+    kept_ratings, kept_participants = retained(ratings, participants)
+    loose_ratings, loose_participants = retained(ratings, participants, keep_rules=(SENSITIVITY_RULE,))
+    return Inputs(kept={"ratings": kept_ratings, "participants": kept_participants, "gold": gold},
+                  loose={"ratings": loose_ratings, "participants": loose_participants, "gold": gold})
+
+
+def compute_table(analysis: Analysis, inputs: Inputs, options: Mapping[str, dict[str, Any]]) -> pd.DataFrame:
+    """One table; raises whatever the analysis raises."""
+    frames, loose = inputs.kept, inputs.loose
     if analysis.sensitivity_of is None:
         return analysis.function(*(frames[i] for i in analysis.inputs), **options.get(analysis.name, {}))
     base = registry.base_of(analysis)
@@ -75,15 +92,12 @@ def compute_statistics(
     """
     chosen = list(registry.statistics_analyses() if analyses is None else analyses)
     options = options_from_settings(registry.ANALYSES.values()) if options is None else options
-    kept_ratings, kept_participants = retained(ratings, participants)
-    loose_ratings, loose_participants = retained(ratings, participants, keep_rules=(SENSITIVITY_RULE,))
-    frames = {"ratings": kept_ratings, "participants": kept_participants, "gold": gold}
-    loose = {"ratings": loose_ratings, "participants": loose_participants, "gold": gold}
+    inputs = statistics_inputs(ratings, participants, gold)
     result = Statistics()
     for analysis in chosen:
         began = time.perf_counter()
         try:
-            result.tables[analysis.name] = _table(analysis, frames, loose, options)
+            result.tables[analysis.name] = compute_table(analysis, inputs, options)
         except Exception as exc:  # noqa: BLE001 - one broken analysis must not hide the others; it is recorded
             logger.exception("analysis %s failed", analysis.name)
             result.failures[analysis.name] = f"{type(exc).__name__}: {exc}"
