@@ -79,20 +79,35 @@ def run_lease_seconds() -> float:
 # --------------------------------------------------------------------------- create and enqueue
 
 
-def analysis_run_create(*, study: Study, requested_by: str = "") -> AnalysisRun:
-    """A queued run with the study's current thresholds; its task is sent once the row is committed."""
+def _queued_or_new(kind: RunKind, *, study: Study, requested_by: str, **identity: Any) -> models.Model:
+    """The run of ``kind`` already queued for ``study`` with the same ``identity``, or a new queued one.
+
+    A second request for a run identical to a queued one would compute the same
+    tables again (minutes of worker CPU each): it gets the queued run instead.
+    The study row is locked so that two such requests at once create one run
+    (SQLite serializes them already: its transactions take the write lock first).
+    """
     with transaction.atomic():
-        run = AnalysisRun.objects.create(study=study, thresholds=study.quality_thresholds, requested_by=requested_by)
-        transaction.on_commit(lambda: run_enqueue(kind=ANALYSIS, run_id=run.pk))
+        Study.objects.select_for_update().filter(pk=study.pk).first()
+        queued = kind.model.objects.filter(study=study, status=Status.QUEUED, **identity).order_by("id").first()
+        if queued is not None:
+            return queued
+        run = kind.model.objects.create(study=study, requested_by=requested_by, **identity)
+        transaction.on_commit(lambda: run_enqueue(kind=kind, run_id=run.pk))
     return run
+
+
+def analysis_run_create(*, study: Study, requested_by: str = "") -> AnalysisRun:
+    """A queued run with the study's current thresholds (or the identical one already queued).
+
+    Its task is sent once the row is committed.
+    """
+    return _queued_or_new(ANALYSIS, study=study, requested_by=requested_by, thresholds=study.quality_thresholds)
 
 
 def metrics_run_create(*, study: Study, requested_by: str = "") -> MetricsRun:
-    """A queued metrics run; its task is sent once the row is committed."""
-    with transaction.atomic():
-        run = MetricsRun.objects.create(study=study, requested_by=requested_by)
-        transaction.on_commit(lambda: run_enqueue(kind=METRICS, run_id=run.pk))
-    return run
+    """A queued metrics run (or the one already queued); its task is sent once the row is committed."""
+    return _queued_or_new(METRICS, study=study, requested_by=requested_by)
 
 
 def run_enqueue(*, kind: RunKind, run_id: int) -> bool:

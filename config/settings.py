@@ -234,8 +234,11 @@ CELERY_TASK_SOFT_TIME_LIMIT = CELERY_TASK_TIME_LIMIT - 5
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # How long a running analysis attempt owns its run before another delivery may take over.
 ANALYSIS_RUN_LEASE_SECONDS = env_int("ANALYSIS_RUN_LEASE_SECONDS", CELERY_TASK_TIME_LIMIT + 30, minimum=5)
-# Enqueueing must not hang a request while the broker is down.
-CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 2, "socket_timeout": 5, "max_retries": 1}
+# Enqueueing must not hang a request while the broker is down: one immediate retry
+# (kombu waits interval_start seconds before it, 2 by default), then the run stays
+# queued and is sent again when a worker reconnects.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 2, "socket_timeout": 5, "max_retries": 1,
+                                   "interval_start": 0}
 
 # The slow analyses (mixed and ordinal models, Plackett-Luce bootstrap) fit on a
 # documented subsample; their tables say so in their note column.

@@ -239,3 +239,63 @@ def test_a_metrics_run_is_requeued_like_an_analysis_run(small_study):
     # Without the optional stack the run fails with the install hint; with it, it is done.
     assert metrics_run.attempts == 1 and metrics_run.status in {"done", "failed"}
     assert metrics_run.status == "done" or "pip install" in metrics_run.error
+
+
+def test_a_request_for_a_run_identical_to_a_queued_one_gets_that_run(small_study):
+    first = runs.analysis_run_create(study=small_study, requested_by="alice")  # on_commit does not fire here: queued
+    again = runs.analysis_run_create(study=small_study, requested_by="bob")
+    assert again.pk == first.pk and AnalysisRun.objects.filter(study=small_study).count() == 1
+    small_study.duration_min_minutes = 9.0
+    small_study.save()
+    other = runs.analysis_run_create(study=small_study, requested_by="alice")  # other thresholds: another run
+    assert other.pk != first.pk
+    assert runs.metrics_run_create(study=small_study).pk == runs.metrics_run_create(study=small_study).pk
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as probe:  # a port nothing listens on: a broker that is down
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture
+def broker_down(settings):
+    """Tasks are sent for real, to a broker that is down (so every send fails and runs stay queued)."""
+    previous = (app.conf.task_always_eager, app.conf.broker_url, app._pool, app.amqp._producer_pool)
+    settings.CELERY_TASK_ALWAYS_EAGER = app.conf.task_always_eager = False
+    app.conf.broker_url = f"redis://127.0.0.1:{_closed_port()}/0"
+    app._pool = app.amqp._producer_pool = None  # connect anew, to the new URL
+    yield
+    app.conf.task_always_eager, app.conf.broker_url, app._pool, app.amqp._producer_pool = previous
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_requests_for_the_same_run_queue_it_once(tide, broker_down):
+    from tests.test_flow_concurrency import _in_threads
+
+    ids = _in_threads(6, lambda i: runs.analysis_run_create(study=tide, requested_by=f"user{i}").pk)
+    assert len(set(ids)) == 1
+    assert list(AnalysisRun.objects.filter(study=tide).values_list("status", flat=True)) == ["queued"]
+
+
+def test_starting_a_run_with_the_broker_down_answers_at_once_and_leaves_the_run_queued():
+    """run_enqueue must not sleep between its retries (kombu's default waits 2 s); a fresh process, as a web worker."""
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "import time, django; django.setup(); import analysis.tasks; from analysis import runs\n"
+        "for kind in runs.KINDS:\n"
+        "    began = time.perf_counter(); sent = runs.run_enqueue(kind=kind, run_id=1)\n"
+        "    print(kind.label, sent, round(time.perf_counter() - began, 3))\n"
+    )
+    env = {**os.environ, "CELERY_BROKER_URL": f"redis://127.0.0.1:{_closed_port()}/0",
+           "DJANGO_SETTINGS_MODULE": "config.settings"}
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    lines = [line.rsplit(" ", 2) for line in out.stdout.splitlines()]
+    assert [(label, sent) for label, sent, _ in lines] == [("run", "False"), ("metrics run", "False")]
+    assert all(float(seconds) < 1.0 for _, _, seconds in lines), out.stdout  # was 2.1 s
