@@ -79,6 +79,10 @@ def run_lease_seconds() -> float:
 # --------------------------------------------------------------------------- create and enqueue
 
 
+# A queued run older than this may have lost its message: asking for it again sends it again.
+_RESEND_AFTER_SECONDS = 60
+
+
 def _queued_or_new(kind: RunKind, *, study: Study, requested_by: str, **identity: Any) -> models.Model:
     """The run of ``kind`` already queued for ``study`` with the same ``identity``, or a new queued one.
 
@@ -91,6 +95,9 @@ def _queued_or_new(kind: RunKind, *, study: Study, requested_by: str, **identity
         Study.objects.select_for_update().filter(pk=study.pk).first()
         queued = kind.model.objects.filter(study=study, status=Status.QUEUED, **identity).order_by("id").first()
         if queued is not None:
+            if queued.created_at < timezone.now() - timedelta(seconds=_RESEND_AFTER_SECONDS):
+                # Its message may have been lost to a broker outage; a second one is harmless.
+                transaction.on_commit(lambda: run_enqueue(kind=kind, run_id=queued.pk))
             return queued
         run = kind.model.objects.create(study=study, requested_by=requested_by, **identity)
         transaction.on_commit(lambda: run_enqueue(kind=kind, run_id=run.pk))
@@ -130,23 +137,62 @@ def run_enqueue(*, kind: RunKind, run_id: int) -> bool:
     return True
 
 
+def run_max_attempts() -> int:
+    return int(getattr(settings, "ANALYSIS_RUN_MAX_ATTEMPTS", 3))
+
+
+def _exhausted(lease_expired: Any) -> Q:
+    """Running runs whose lease expired after their last allowed attempt: their workers keep dying."""
+    return Q(status=Status.RUNNING, started_at__lte=lease_expired, attempts__gte=run_max_attempts())
+
+
+def _fail_exhausted(kind: RunKind, lease_expired: Any, **only: Any) -> list[int]:
+    """Fail (visibly, with a reason) the exhausted runs of ``kind``, instead of retrying them forever."""
+    stuck = kind.model.objects.filter(_exhausted(lease_expired), **only)
+    ids = list(stuck.values_list("id", flat=True))
+    if ids:
+        stuck.filter(pk__in=ids).update(
+            status=Status.FAILED, finished_at=timezone.now(),
+            error=(f"{kind.label} stopped without finishing {run_max_attempts()} times (its worker was killed or "
+                   "hit its time limit each time); see the worker log, then start a new run"),
+        )
+        logger.error("%s %s failed: every attempt's worker died", kind.label, ids)
+    return ids
+
+
 def runs_requeue(*, older_than_seconds: float = 0, include_running: bool = False) -> dict[str, list[int]]:
     """Send again every queued run and every running run whose lease expired, of both kinds.
 
-    Returns the ids sent per kind label. ``include_running`` also sends runs
+    Returns the ids sent per kind label. A run whose last allowed attempt died
+    too is failed with a message instead. ``include_running`` also sends runs
     whose lease is still live (a worker starting after a crash): their task
     waits for the lease, then takes over.
     """
     now = timezone.now()
-    lease_expired = now - timedelta(seconds=0 if include_running else run_lease_seconds())
+    expired = now - timedelta(seconds=run_lease_seconds())
+    lease_expired = now if include_running else expired
     stale = Q(status=Status.QUEUED, created_at__lte=now - timedelta(seconds=older_than_seconds)) | Q(
         status=Status.RUNNING, started_at__lte=lease_expired
     )
     sent: dict[str, list[int]] = {}
     for kind in KINDS:
+        _fail_exhausted(kind, expired)
         ids = kind.model.objects.filter(stale).order_by("id").values_list("id", flat=True)
         sent[kind.label] = [run_id for run_id in ids if run_enqueue(kind=kind, run_id=run_id)]
     return sent
+
+
+def run_waiting_reason(run: models.Model) -> str:
+    """Why a run seems stuck, for the monitor ("" when it is not): no worker took it, or its worker died."""
+    now = timezone.now()
+    if run.status == Status.QUEUED and run.created_at < now - timedelta(seconds=_RESEND_AFTER_SECONDS):
+        minutes = int((now - run.created_at).total_seconds() // 60)
+        return (f"Queued for {minutes} min: no worker has taken it. Is a celery worker running "
+                "(bin/run starts one; bin/serve-production with SERVE_CELERY=1)?")
+    if run.status == Status.RUNNING and run.started_at < now - timedelta(seconds=run_lease_seconds()):
+        return ("Its worker stopped answering (killed or past its time limit). A worker sends it again within "
+                f"a minute; after {run_max_attempts()} attempts it is failed with a reason.")
+    return ""
 
 
 # --------------------------------------------------------------------------- claim and ownership
@@ -156,6 +202,7 @@ def run_claim(*, kind: RunKind, run_id: int) -> Claim:
     """Claim a run for a new attempt (see the module docstring)."""
     now = timezone.now()
     lease = run_lease_seconds()
+    _fail_exhausted(kind, now - timedelta(seconds=lease), pk=run_id)
     claimable = Q(status=Status.QUEUED) | Q(status=Status.RUNNING, started_at__lt=now - timedelta(seconds=lease))
     claimed = kind.model.objects.filter(claimable, pk=run_id).update(
         status=Status.RUNNING, started_at=now, attempts=F("attempts") + 1, step="claimed", error=""

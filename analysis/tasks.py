@@ -21,3 +21,9 @@ def run_analysis(self, run_id: int) -> str:
 def run_metrics(self, run_id: int) -> str:
     """Claim metrics run ``run_id`` and compute it."""
     return runs.task_body(self, kind=runs.METRICS, run_id=run_id)
+
+
+@shared_task(name="analysis.requeue_stale_runs", ignore_result=True)
+def requeue_stale_runs() -> dict[str, list[int]]:
+    """Celery beat's periodic pass: send runs whose message was lost or whose worker died; fail exhausted ones."""
+    return runs.runs_requeue(older_than_seconds=60)

@@ -44,7 +44,7 @@ def _run_context(study) -> dict:
         frame = selectors.result_table_frame(run=run, name="filter_flow")
         if frame is not None:
             flow = {"columns": list(frame.columns), "rows": frame.astype(object).where(frame.notna(), "").values.tolist()}
-    return {"study": study, "run": run, "flow": flow}
+    return {"study": study, "run": run, "flow": flow, "waiting": runs.run_waiting_reason(run) if run else ""}
 
 
 @login_required

@@ -299,3 +299,52 @@ def test_starting_a_run_with_the_broker_down_answers_at_once_and_leaves_the_run_
     lines = [line.rsplit(" ", 2) for line in out.stdout.splitlines()]
     assert [(label, sent) for label, sent, _ in lines] == [("run", "False"), ("metrics run", "False")]
     assert all(float(seconds) < 1.0 for _, _, seconds in lines), out.stdout  # was 2.1 s
+
+
+def test_a_run_whose_every_attempt_died_is_failed_with_a_reason_instead_of_retried(small_study, settings):
+    from analysis.tasks import requeue_stale_runs
+
+    settings.ANALYSIS_RUN_LEASE_SECONDS = 60
+    settings.ANALYSIS_RUN_MAX_ATTEMPTS = 2
+    run = queued_run(small_study)
+    for _ in range(2):  # two attempts whose workers died mid-run
+        assert claim_run(run.pk).attempt is not None
+        AnalysisRun.objects.filter(pk=run.pk).update(started_at=timezone.now() - timedelta(hours=1))
+    assert requeue_stale_runs() == {"run": [], "metrics run": []}  # the beat task: nothing to send again
+    run.refresh_from_db()
+    assert (run.status, run.attempts) == ("failed", 2)
+    assert "stopped without finishing 2 times" in run.error and run.finished_at is not None
+    assert claim_run(run.pk) == runs.Claim(attempt=None, status="failed")  # a late redelivery does nothing
+
+
+def test_a_late_delivery_for_an_exhausted_run_fails_it_visibly(small_study, settings):
+    settings.ANALYSIS_RUN_LEASE_SECONDS = 60
+    settings.ANALYSIS_RUN_MAX_ATTEMPTS = 1
+    run = queued_run(small_study)
+    claim_run(run.pk)
+    AnalysisRun.objects.filter(pk=run.pk).update(started_at=timezone.now() - timedelta(hours=1))
+    assert run_analysis(run.pk) == "failed"
+    assert AnalysisRun.objects.get(pk=run.pk).attempts == 1
+
+
+def test_beat_sends_stale_runs_every_minute(settings):
+    schedule = settings.CELERY_BEAT_SCHEDULE["requeue-stale-runs"]
+    assert schedule["task"] == "analysis.requeue_stale_runs" and schedule["schedule"] <= 60
+    assert schedule["task"] in app.tasks
+
+
+def test_the_dashboard_says_when_a_run_waits_for_a_worker_or_its_worker_died(client, small_study, settings):
+    from django.contrib.auth import get_user_model
+
+    settings.ANALYSIS_RUN_LEASE_SECONDS = 60
+    user = get_user_model().objects.create_user("watcher", password="pw-watcher-1")
+    small_study.owners.add(user)
+    client.force_login(user)
+    run = queued_run(small_study)
+    page = client.get(f"/studies/{small_study.slug}/").content.decode()
+    assert "data-run-waiting" not in page  # just queued: nothing to worry about
+    AnalysisRun.objects.filter(pk=run.pk).update(created_at=timezone.now() - timedelta(minutes=5))
+    assert "no worker has taken it" in client.get(f"/studies/{small_study.slug}/").content.decode()
+    claim_run(run.pk)
+    AnalysisRun.objects.filter(pk=run.pk).update(started_at=timezone.now() - timedelta(hours=1))
+    assert "Its worker stopped answering" in client.get(f"/studies/{small_study.slug}/").content.decode()
