@@ -1,10 +1,10 @@
 """The codebook shipped with the "everything for the paper" zip: each column's
 meaning, type and allowed values.
 
-``COLUMNS`` holds the columns that mean the same in every file that has them
-(ids, p-values, notes). ``TABLE_COLUMNS[file]`` holds a file's own columns, and
-overrides a shared entry where the same name means something else in that file
-(``n``, ``mean``, ``level``, ``method`` ...). A sensitivity file
+``COLUMNS`` gives a column name its shared meaning (ids, p-values, notes).
+``TABLE_COLUMNS[file]`` holds a file's own columns, and overrides a shared
+entry where the same name means something else in that file (``n``, ``mean``,
+``sd`` ...). A sensitivity file
 (``sensitivity_<table>.csv``) is its base table plus ``variant``, so it reads
 the base table's entries.
 
@@ -48,7 +48,7 @@ PARTICIPANT_ID = Column(
     TEXT, "p_ followed by 20 hex digits",
 )
 
-#: Columns that mean the same in every file that has them.
+#: The shared meaning of a column name (a file's entry in TABLE_COLUMNS overrides it).
 COLUMNS: dict[str, Column] = {
     "participant_id": PARTICIPANT_ID,
     "block_id": Column("block id: one page of responses to the same prompt", TEXT,
