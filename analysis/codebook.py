@@ -1,69 +1,484 @@
 """The codebook shipped with the "everything for the paper" zip: each column's
-meaning, type and allowed values."""
+meaning, type and allowed values.
+
+``COLUMNS`` gives a column name its shared meaning (ids, p-values, notes).
+``TABLE_COLUMNS[file]`` holds a file's own columns, and overrides a shared
+entry where the same name means something else in that file (``n``, ``mean``,
+``sd`` ...). A sensitivity file
+(``sensitivity_<table>.csv``) is its base table plus ``variant``, so it reads
+the base table's entries.
+
+Entries describe the software, not one study: values that come from the study
+definition are "the study's ..." (with an example from TIDE at most).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import NamedTuple
 
-PARTICIPANT_ID = ("participant id: HMAC of the panel id with the study's key (never the panel id)", "text", "p_ + 20 hex")
-COLUMNS: dict[str, tuple[str, str, str]] = {
+from analysis import quality, registry, stats
+
+TEXT = "text"
+INTEGER = "integer"
+NUMBER = "number"
+BOOLEAN = "boolean"
+TIME = "ISO 8601 time"
+#: The types a column can have; every entry uses one of these.
+TYPES = (TEXT, INTEGER, NUMBER, BOOLEAN, TIME)
+
+
+class Column(NamedTuple):
+    meaning: str
+    type: str
+    allowed: str
+
+
+# Ranges and value sets said the same way everywhere.
+ANY = "any real number; blank when not computable"
+NON_NEGATIVE = ">= 0; blank when not computable"
+COUNT = ">= 0"
+SHARE = "0-1; blank when not computable"
+ON_SCALE = "within the study's rating scale; blank when there are no ratings"
+FREE_TEXT = "free text"
+_RULES = ", ".join(quality.RULES)
+
+PARTICIPANT_ID = Column(
+    "participant id: a pseudonym, the HMAC of the panel id with the study's secret key (never the panel id)",
+    TEXT, "p_ followed by 20 hex digits",
+)
+
+#: The shared meaning of a column name (a file's entry in TABLE_COLUMNS overrides it).
+COLUMNS: dict[str, Column] = {
     "participant_id": PARTICIPANT_ID,
-    "started_at": ("when the participant consented", "ISO 8601 time (UTC)", ""),
-    "finished_at": ("when the participant completed; blank = exited early", "ISO 8601 time (UTC)", "blank allowed"),
-    "attention_passed": ("passed every instructed attention check", "boolean", "true, false, blank = never reached"),
-    "age": ("age band or years", "text", "as asked; 'Prefer not to answer'"),
-    "sex": ("sex assigned at birth", "text", "study choices"),
-    "gender": ("gender", "text", "study choices"),
-    "race": ("race", "text", "study choices"),
-    "hispanic": ("Hispanic, Latino or Spanish origin", "text", "Yes, No, Prefer not to answer"),
-    "education": ("highest education completed", "text", "study choices"),
-    "employment": ("employment status", "text", "study choices"),
-    "state": ("US state", "text", "USPS code, 'Outside the US', blank"),
-    "region": ("US Census region of the state", "text", "Northeast, Midwest, South, West, blank"),
-    "duration_minutes": ("minutes from consent to completion", "number", ">= 0"),
-    "sd": ("SD (ddof=1) of all the participant's ratings", "number", ">= 0"),
-    "mae": ("mean absolute error of ratings against gold scores", "number", ">= 0, blank without gold"),
-    "fast_share": ("share of blocks answered faster than the speed threshold", "number", "0-1"),
-    "excluded_by": ("first quality rule that excluded the participant", "text",
-                    "blank (retained), incomplete, attention, duration, speed, straightlining"),
-    "payable": ("whether the participant should be paid", "boolean", "true, false"),
-    "reject_reason": ("Prolific-allowed rejection ground", "text", "blank, failed_attention_checks, too_fast"),
-    "block_id": ("block (question) id", "text", "Q1..Q24 in TIDE"),
-    "scenario": ("scenario id", "text", "S1..S6 in TIDE"),
-    "response_id": ("response (item) id", "text", "Q<n>-R<k>"),
-    "model": ("system that wrote the response", "text", "the study's systems"),
-    "condition": ("condition of the response", "text", "zero-shot, fine-tuned, reference"),
-    "position": ("display position on the page", "integer", "1-5"),
-    "rating": ("rating on the study's scale", "integer", "1-5 in TIDE"),
-    "rank": ("rank within the block, 1 = most empathetic", "integer", "1-5, blank when ranking is off"),
-    "block_order": ("the block's place in the participant's sequence (attention checks not counted)", "integer", ">= 1"),
-    "seconds_on_block": ("seconds from first showing the block to its submission", "number", ">= 0"),
-    "step": ("step of the exclusion flow", "integer", "0 = enrolled"),
-    "rule": ("quality rule", "text", "enrolled, incomplete, attention, duration, speed, straightlining"),
-    "excluded": ("participants this rule excluded (first rule that flags)", "integer", ">= 0"),
-    "remaining": ("participants left after this rule", "integer", ">= 0"),
-    "flagged_alone": ("participants this rule would flag on its own", "integer", ">= 0"),
-    "zs_mean": ("mean rating of the zero-shot responses", "number", ""),
-    "ft_mean": ("mean rating of the fine-tuned responses", "number", ""),
-    "winner": ("higher of zero-shot and fine-tuned", "text", "zero-shot, fine-tuned, tie"),
-    "reference_mean": ("mean rating of the reference in the same blocks", "number", ""),
-    "reference_points": ("2 if the reference beats both, 1 if one, 0 otherwise", "integer", "0-2"),
-    "grouping": ("demographic grouping", "text", "age, education, gender, race"),
-    "level": ("unit of analysis", "text", "participant (participant means), rating (every rating)"),
-    "group_a": ("first group", "text", ""), "group_b": ("second group", "text", ""),
-    "n_a": ("size of group a", "integer", ""), "n_b": ("size of group b", "integer", ""),
-    "mean_a": ("mean of group a", "number", ""), "mean_b": ("mean of group b", "number", ""),
-    "sd_a": ("SD of group a", "number", ""), "sd_b": ("SD of group b", "number", ""),
-    "t": ("Welch t statistic", "number", ""), "dof": ("Welch-Satterthwaite degrees of freedom", "number", ""),
-    "p": ("p-value", "number", "0-1"), "p_holm": ("Holm-adjusted p-value within the family", "number", "0-1"),
-    "cohen_d": ("Cohen's d with pooled SD, sign of mean_a - mean_b", "number", ""),
-    "factor": ("factor of the ANOVA", "text", "region"),
-    "F": ("F statistic", "number", ""), "df_between": ("between-groups df", "number", ""),
-    "df_within": ("within-groups df", "number", ""), "eta_squared": ("eta squared", "number", "0-1"),
-    "n": ("number of observations", "integer", ""), "note": ("why a row could not be computed, or caveats", "text", ""),
-    "holm_family": ("the family within which Holm's correction was applied", "text", ""),
-    "variant": ("sensitivity variant", "text", "with/without straight-lining rule"),
+    "block_id": Column("block id: one page of responses to the same prompt", TEXT,
+                       "the study's block ids (e.g. Q1..Q24 in TIDE)"),
+    "scenario": Column("scenario id: the situation the block's prompt belongs to", TEXT,
+                       "the study's scenario ids (e.g. S1..S6 in TIDE)"),
+    "response_id": Column("response (item) id", TEXT, "the study's response ids (e.g. Q1-R1 in TIDE)"),
+    "model": Column("system that wrote the response", TEXT,
+                    "the study's systems (the reference's author counts as a system)"),
+    "condition": Column("condition of the response", TEXT,
+                        "the study's conditions (e.g. zero-shot, fine-tuned, reference in TIDE)"),
+    "dimension": Column("rating dimension (key of the rating scale)", TEXT,
+                        "the study's dimension keys; blank when the study has no rating dimension"),
+    "position": Column("display position of the response on the page (1 = shown first)", INTEGER,
+                       "1 to the number of responses per block"),
+    "rating": Column("rating on the study's scale", INTEGER, "the dimension's scale (e.g. 1-5 in TIDE)"),
+    "rank": Column("rank the participant gave the response within the block (1 = ranked first)", INTEGER,
+                   "1 to the number of responses per block; blank when ranking is off"),
+    "region": Column("US Census region of the participant's state", TEXT,
+                     "Northeast, Midwest, South, West; blank when the state is blank, withheld or outside the US"),
+    "n": Column("number of observations the row rests on", INTEGER, COUNT),
+    "mean": Column("mean of the values the row summarises", NUMBER, ON_SCALE),
+    "sd": Column("standard deviation (ddof=1) of the values the row summarises", NUMBER,
+                 ">= 0; blank when n < 2"),
+    "ci_low": Column("lower bound of the t-based 95% confidence interval of the mean", NUMBER,
+                     "any real number; blank when n < 2"),
+    "ci_high": Column("upper bound of the t-based 95% confidence interval of the mean", NUMBER,
+                      "any real number; blank when n < 2"),
+    "p": Column("two-sided p-value of the row's test", NUMBER, "0-1; blank when the test could not run"),
+    "p_holm": Column("p-value Holm-adjusted within the family named in holm_family", NUMBER,
+                     "0-1 and >= p; blank when p is blank"),
+    "holm_family": Column("the family of tests Holm's correction ran over, or 'none: <why>' when none applies",
+                          TEXT, FREE_TEXT),
+    "note": Column("why a value of the row is missing, or a caveat (subsampling, one dimension only, "
+                   "convergence); blank when the row was computed without remark", TEXT, "free text; blank allowed"),
+    "variant": Column("participant set the row was computed on: the retained participants (with the "
+                      "straight-lining rule) or those plus the ones only that rule excluded (without it)", TEXT,
+                      "with straight-lining rule, without straight-lining rule"),
+    "n_participants": Column("number of participants whose data entered the row", INTEGER, COUNT),
 }
+
+_DEMOGRAPHIC = "the study's answer choices, 'Prefer not to answer'; blank = not answered"
+
+_PARTICIPANTS: dict[str, Column] = {
+    "started_at": Column("when the participant consented", TIME, "UTC, with offset"),
+    "finished_at": Column("when the participant completed the study", TIME,
+                          "UTC, with offset; blank = exited early or still in progress"),
+    "attention_passed": Column("passed every instructed attention check answered", BOOLEAN,
+                               "true, false; blank = no check answered"),
+    "age": Column("age: an age band or years", TEXT, _DEMOGRAPHIC),
+    "sex": Column("sex assigned at birth", TEXT, _DEMOGRAPHIC),
+    "gender": Column("gender", TEXT, _DEMOGRAPHIC),
+    "race": Column("race", TEXT, _DEMOGRAPHIC),
+    "hispanic": Column("of Hispanic, Latino or Spanish origin", TEXT, "Yes, No, 'Prefer not to answer', blank"),
+    "education": Column("highest education completed", TEXT, _DEMOGRAPHIC),
+    "employment": Column("employment status", TEXT, _DEMOGRAPHIC),
+    "state": Column("US state of residence", TEXT,
+                    "USPS state code, 'Outside the US', 'Prefer not to answer'; blank = not answered"),
+    "duration_minutes": Column("minutes from consent to completion", NUMBER, ">= 0; blank when not completed"),
+    "sd": Column("standard deviation (ddof=1) of all the participant's ratings (every dimension)", NUMBER,
+                 ">= 0; blank with fewer than 2 ratings"),
+    "mae": Column("mean absolute error of the participant's ratings against the gold scores", NUMBER,
+                  ">= 0; blank when no rated response has a gold score"),
+    "fast_share": Column("share of the participant's submitted blocks answered faster than the speed threshold",
+                         NUMBER, "0-1; blank when no block was submitted"),
+    "excluded_by": Column("first quality rule that excluded the participant (rules in this order: "
+                          f"{_RULES})", TEXT, f"blank = retained; {_RULES}"),
+    "payable": Column("whether the participant should be paid (completed, and no rejection ground)", BOOLEAN,
+                      "true, false"),
+    "reject_reason": Column("ground on which the panel allows rejecting the submission", TEXT,
+                            f"blank = none; {quality.REJECT_ATTENTION}, {quality.REJECT_TOO_FAST}"),
+}
+
+_RATINGS: dict[str, Column] = {
+    "block_order": Column("the block's place in the participant's sequence (attention checks not counted)", INTEGER,
+                          ">= 1"),
+    "seconds_on_block": Column("seconds from first showing the block to its submission", NUMBER,
+                               ">= 0; blank when the block was never submitted"),
+    "dimension": Column("rating dimension (key of the rating scale); present only when the study rates more than "
+                        "one dimension", TEXT, "the study's dimension keys"),
+}
+
+_FLOW_RULE = Column("quality rule of this step", TEXT, f"{quality.ENROLLED} (step 0), {_RULES}")
+
+_FILTER_FLOW: dict[str, Column] = {
+    "step": Column("step of the exclusion flow: 0 = everyone enrolled, then one step per rule in order", INTEGER,
+                   f"0-{len(quality.RULES)}"),
+    "rule": _FLOW_RULE,
+    "excluded": Column("participants this rule excluded (each participant counts for the first rule that flags "
+                       "them)", INTEGER, COUNT),
+    "remaining": Column("participants left after this step", INTEGER, COUNT),
+    "flagged_alone": Column("participants this rule flags on its own, whatever the earlier rules did", INTEGER, COUNT),
+}
+
+_FILTER_FLOW_BY_GENDER: dict[str, Column] = {
+    "step": Column("step of the exclusion flow (one per rule, in order)", INTEGER, f"1-{len(quality.RULES)}"),
+    "rule": Column("quality rule of this step", TEXT, _RULES),
+    "gender": Column("the participants' gender answer", TEXT,
+                     f"the study's gender choices, '{quality.GENDER_NOT_ANSWERED}' for a blank answer"),
+    "excluded": Column("participants with this gender answer that this rule excluded (first rule that flags "
+                       "them); zeros included", INTEGER, COUNT),
+}
+
+_BASELINE_MEAN = Column("mean rating of the system's responses in the study's baseline condition, in the scenario",
+                        NUMBER, ON_SCALE)
+
+_WIN_TABLE: dict[str, Column] = {
+    "model": Column("system compared (a system with only reference responses is not a row)", TEXT,
+                    "the study's systems"),
+    "zs_mean": _BASELINE_MEAN,
+    "ft_mean": Column("mean rating of the system's responses in the study's treatment condition, in the scenario",
+                      NUMBER, ON_SCALE),
+    "winner": Column("the condition with the higher mean (means within 1e-9 are a tie)", TEXT,
+                     "the study's baseline or treatment condition, tie; blank when either mean is missing "
+                     "(e.g. zero-shot, fine-tuned, tie in TIDE)"),
+    "reference_mean": Column("mean rating of the reference responses shown in the same blocks as the system's",
+                             NUMBER, ON_SCALE),
+    "reference_points": Column("2 if the reference's mean beats both condition means, 1 if one, 0 otherwise "
+                               "(ties earn nothing)", INTEGER, "0, 1, 2; blank when a mean is missing"),
+    "n": Column("participants who rated the system in the scenario", INTEGER, COUNT),
+}
+
+_WIN_SUMMARY: dict[str, Column] = {
+    "n_models": Column("systems with a decided comparison in the scenario (ties included)", INTEGER, COUNT),
+    "zs_wins": Column("systems whose baseline-condition mean was the higher", INTEGER, COUNT),
+    "ft_wins": Column("systems whose treatment-condition mean was the higher", INTEGER, COUNT),
+    "ties": Column("systems whose two condition means tied", INTEGER, COUNT),
+    "zs_win_share": Column("zs_wins / n_models", NUMBER, SHARE),
+    "ft_win_share": Column("ft_wins / n_models", NUMBER, SHARE),
+    "win_split": Column("the two shares as a label: '<baseline share> / <treatment share>'", TEXT,
+                        "two percentages with one decimal, e.g. '87.5% / 12.5%'; blank when n_models is 0"),
+    "reference_points": Column("points the reference earned over the scenario's systems (sum of win_table's "
+                               "reference_points)", INTEGER, COUNT),
+    "reference_points_max": Column("the most points the reference could earn: 2 per system with points", INTEGER,
+                                   COUNT),
+    "reference_points_share": Column("reference_points / reference_points_max", NUMBER, SHARE),
+}
+
+_DESCRIPTIVES: dict[str, Column] = {
+    "dimension": Column("rating dimension (key of the rating scale)", TEXT,
+                        "the study's dimension keys; blank when the ratings carry no dimension"),
+    "n": Column("ratings in the cell (system x condition x scenario x dimension)", INTEGER, COUNT),
+    "mean": Column("mean rating in the cell", NUMBER, ON_SCALE),
+    "sd": Column("standard deviation (ddof=1) of the ratings in the cell", NUMBER, ">= 0; blank when n < 2"),
+}
+
+_GROUP_A, _GROUP_B = (", ".join(dict.fromkeys(pair[i] for pair in stats.GROUPINGS.values())) for i in (0, 1))
+
+_TTESTS: dict[str, Column] = {
+    "grouping": Column("demographic grouping compared (blank, 'Other/Unknown' and 'Prefer not to answer' leave a "
+                       "participant out of that grouping only)", TEXT, ", ".join(stats.GROUPINGS)),
+    "model": Column("system whose ratings are compared (its conditions pooled; the reference's system is tested "
+                    "as a system of its own)", TEXT, "the study's systems"),
+    "level": Column("unit of analysis", TEXT, "participant (each participant's mean rating of the system), rating "
+                    "(every rating as independent: overstates significance, for comparison only)"),
+    "group_a": Column("first group of the grouping", TEXT, _GROUP_A),
+    "group_b": Column("second group of the grouping", TEXT, _GROUP_B),
+    "n_a": Column("values in group a (participants or ratings, per level)", INTEGER, COUNT),
+    "n_b": Column("values in group b (participants or ratings, per level)", INTEGER, COUNT),
+    "mean_a": Column("mean rating of group a", NUMBER, ON_SCALE),
+    "mean_b": Column("mean rating of group b", NUMBER, ON_SCALE),
+    "sd_a": Column("standard deviation (ddof=1) of group a", NUMBER, ">= 0; blank when n_a < 2"),
+    "sd_b": Column("standard deviation (ddof=1) of group b", NUMBER, ">= 0; blank when n_b < 2"),
+    "t": Column("Welch t statistic (group a minus group b)", NUMBER, ANY),
+    "dof": Column("Welch-Satterthwaite degrees of freedom", NUMBER, NON_NEGATIVE),
+    "p": Column("two-sided p-value of Welch's t-test", NUMBER, "0-1; blank when the test could not run"),
+    "cohen_d": Column("Cohen's d with the pooled SD, signed as mean_a - mean_b", NUMBER, ANY),
+}
+
+# Columns of every regional table (one-way across US Census regions, per scenario and level).
+_REGIONAL: dict[str, Column] = {
+    "factor": Column("factor the participants are grouped by", TEXT, "region"),
+    "level": Column("unit of analysis", TEXT, "participant (each participant's mean rating in the scenario), "
+                    "rating (every rating as independent)"),
+}
+# ... and of the omnibus tests among them.
+_REGIONAL_COUNTS: dict[str, Column] = {
+    "n": Column("values that entered the test (participants or ratings, per level; participants without a "
+                "region left out)", INTEGER, COUNT),
+    "n_groups": Column("regions that entered the test", INTEGER, COUNT),
+}
+
+_ANOVA: dict[str, Column] = {
+    **_REGIONAL,
+    **_REGIONAL_COUNTS,
+    "F": Column("one-way ANOVA F statistic", NUMBER, NON_NEGATIVE),
+    "df_between": Column("between-regions degrees of freedom (n_groups - 1)", NUMBER, NON_NEGATIVE),
+    "df_within": Column("within-regions degrees of freedom (n - n_groups)", NUMBER, NON_NEGATIVE),
+    "p": Column("p-value of the ANOVA F test", NUMBER, "0-1; blank when the test could not run"),
+    "eta_squared": Column("eta squared: between-regions over total sum of squares", NUMBER, SHARE),
+}
+
+_WELCH_ANOVA: dict[str, Column] = {
+    **_REGIONAL,
+    **_REGIONAL_COUNTS,
+    "n": Column("values that entered the test (regions with n < 2 or no variance left out, see note)", INTEGER,
+                COUNT),
+    "n_groups": Column("regions that entered the test (n >= 2 and some variance)", INTEGER, COUNT),
+    "F": Column("Welch's ANOVA F statistic", NUMBER, NON_NEGATIVE),
+    "df_between": Column("numerator degrees of freedom", NUMBER, NON_NEGATIVE),
+    "df_within": Column("Welch's denominator degrees of freedom", NUMBER, NON_NEGATIVE),
+    "p": Column("p-value of Welch's F test", NUMBER, "0-1; blank when the test could not run"),
+    "partial_eta_squared": Column("partial eta squared reported with Welch's ANOVA", NUMBER, SHARE),
+}
+
+_GAMES_HOWELL: dict[str, Column] = {
+    **_REGIONAL,
+    "region_a": Column("first region of the pair", TEXT, "Northeast, Midwest, South, West"),
+    "region_b": Column("second region of the pair", TEXT, "Northeast, Midwest, South, West"),
+    "n_a": Column("values in region a (participants or ratings, per level)", INTEGER, COUNT),
+    "n_b": Column("values in region b (participants or ratings, per level)", INTEGER, COUNT),
+    "mean_a": Column("mean rating in region a", NUMBER, ON_SCALE),
+    "mean_b": Column("mean rating in region b", NUMBER, ON_SCALE),
+    "diff": Column("mean_a - mean_b", NUMBER, ANY),
+    "se": Column("standard error of diff", NUMBER, NON_NEGATIVE),
+    "t": Column("Games-Howell t statistic", NUMBER, ANY),
+    "df": Column("Welch degrees of freedom of the pair", NUMBER, NON_NEGATIVE),
+    "p": Column("Games-Howell p-value, already adjusted over the region pairs of the scenario x level", NUMBER,
+                "0-1; blank when the test could not run"),
+    "hedges_g": Column("Hedges' g of the pair (bias-corrected standardised mean difference)", NUMBER, ANY),
+}
+
+_KRUSKAL: dict[str, Column] = {
+    **_REGIONAL,
+    **_REGIONAL_COUNTS,
+    "H": Column("Kruskal-Wallis H statistic", NUMBER, NON_NEGATIVE),
+    "df": Column("degrees of freedom (n_groups - 1)", INTEGER, COUNT),
+    "p": Column("p-value of the Kruskal-Wallis test", NUMBER, "0-1; blank when the test could not run"),
+    "epsilon_squared": Column("epsilon squared: H / (n - 1)", NUMBER, NON_NEGATIVE),
+}
+
+_REGION_MEANS: dict[str, Column] = {
+    "level": _REGIONAL["level"],
+    "region": Column("US Census region", TEXT, "Northeast, Midwest, South, West"),
+    "n": Column("values in the region (participants or ratings, per level)", INTEGER, COUNT),
+    "mean": Column("mean rating in the region", NUMBER, ON_SCALE),
+    "sd": Column("standard deviation (ddof=1) in the region", NUMBER, ">= 0; blank when n < 2"),
+    "is_top": Column("the region with the highest mean of the scenario x level", BOOLEAN, "true, false"),
+    "top_significant": Column(f"true only on the top row, when the scenario's ANOVA has p_holm < {stats.ALPHA} and "
+                              "the top region's CI lies wholly above the runner-up's", BOOLEAN, "true, false"),
+    "anova_p_holm": Column("p_holm of the scenario's ANOVA at the same level (anova.csv)", NUMBER,
+                           "0-1; blank when the ANOVA could not run"),
+}
+
+_WILCOXON: dict[str, Column] = {
+    "model": Column("system whose baseline and treatment ratings are paired", TEXT, "the study's systems"),
+    "dimension": _DESCRIPTIVES["dimension"],
+    "n": Column("participants who rated the system in both conditions (one pair each: their two mean ratings)",
+                INTEGER, COUNT),
+    "n_nonzero": Column("pairs whose difference is not zero (the pairs the test uses)", INTEGER, COUNT),
+    "median_zs": Column("median over the pairs of the baseline-condition mean rating", NUMBER, ON_SCALE),
+    "median_ft": Column("median over the pairs of the treatment-condition mean rating", NUMBER, ON_SCALE),
+    "W": Column("Wilcoxon signed-rank statistic: min(W+, W-)", NUMBER, NON_NEGATIVE),
+    "p": Column("two-sided p-value of the Wilcoxon signed-rank test", NUMBER, "0-1; blank when the test could not run"),
+    "rank_biserial": Column("matched-pairs rank-biserial correlation, positive when the treatment condition is rated "
+                            "higher", NUMBER, "-1 to 1; blank when every difference is zero"),
+}
+
+_NOT_FOR_UNIT = "; blank when the unit is coarser"
+
+_RANK_SUMMARY: dict[str, Column] = {
+    "unit": Column("what the row summarises", TEXT, "response, model_condition, model"),
+    "response_id": Column("response (item) id", TEXT, "the study's response ids" + _NOT_FOR_UNIT),
+    "block_id": Column("block id of the response", TEXT, "the study's block ids" + _NOT_FOR_UNIT),
+    "scenario": Column("scenario of the response", TEXT, "the study's scenario ids" + _NOT_FOR_UNIT),
+    "condition": Column("condition of the response", TEXT, "the study's conditions" + _NOT_FOR_UNIT),
+    "n": Column("ranks the row averages", INTEGER, COUNT),
+    "mean_rank": Column("mean rank (1 = ranked first)", NUMBER, "1 to the number of responses per block"),
+    "sd_rank": Column("standard deviation (ddof=1) of the ranks", NUMBER, ">= 0; blank when n < 2"),
+}
+
+_FRIEDMAN: dict[str, Column] = {
+    "n": Column("participants who ranked every response of the block", INTEGER, COUNT),
+    "k": Column("responses ranked in the block", INTEGER, COUNT),
+    "chi2": Column("Friedman chi-square statistic", NUMBER, NON_NEGATIVE),
+    "df": Column("degrees of freedom (k - 1)", INTEGER, COUNT),
+    "p": Column("p-value of the Friedman test", NUMBER, "0-1; blank when the test could not run"),
+    "kendall_w": Column("Kendall's W: chi2 / (n (k - 1))", NUMBER, SHARE),
+}
+
+_BRADLEY_TERRY: dict[str, Column] = {
+    "strength": Column("Plackett-Luce log-worth of the system x condition, centred to mean 0 (differences are "
+                       "log-odds of being ranked above)", NUMBER, "any real number; blank when never ranked above "
+                       "another item"),
+    "ci_low": Column("lower bound of the 95% percentile bootstrap interval of strength", NUMBER,
+                     "any real number; blank when n_boot is 0"),
+    "ci_high": Column("upper bound of the 95% percentile bootstrap interval of strength", NUMBER,
+                      "any real number; blank when n_boot is 0"),
+    "worth": Column("normalised worth: softmax of the strengths (the column sums to 1)", NUMBER, "0-1"),
+    "n_rankings": Column("complete rankings (participant x block) the model was fitted on", INTEGER, COUNT),
+    "n_participants": Column("participants whose rankings were used", INTEGER, COUNT),
+    "n_boot": Column("bootstrap resamples of participants", INTEGER, COUNT),
+    "method": Column("estimation method", TEXT, "Plackett-Luce (MM), percentile bootstrap over participants"),
+}
+
+_BEST_WORST: dict[str, Column] = {
+    "n_shown": Column("times a response of this system x condition was shown", INTEGER, COUNT),
+    "n_participants": Column("participants who were shown it", INTEGER, COUNT),
+    "best": Column("times it was chosen as best", INTEGER, COUNT),
+    "worst": Column("times it was chosen as worst", INTEGER, COUNT),
+    "best_minus_worst": Column("best - worst", INTEGER, "any integer"),
+    "normalized": Column("(best - worst) / n_shown", NUMBER, "-1 (always worst) to 1 (always best)"),
+}
+
+_AGREEMENT: dict[str, Column] = {
+    "scenario": Column("scenario the agreement is computed over", TEXT, "all (every scenario), the study's scenario "
+                       "ids"),
+    "dimension": _DESCRIPTIVES["dimension"],
+    "measurement": Column("measurement level of the distance metric", TEXT, "ordinal, interval, ratio, nominal"),
+    "alpha": Column("Krippendorff's alpha across raters (units = responses)", NUMBER,
+                    "at most 1 (1 = perfect agreement, 0 = chance); blank when undefined"),
+    "n_units": Column("responses rated by two or more raters (the pairable units)", INTEGER, COUNT),
+    "n_raters": Column("raters (participants)", INTEGER, COUNT),
+    "n_values": Column("ratings of the pairable units", INTEGER, COUNT),
+}
+
+_RATER_LOO: dict[str, Column] = {
+    "participant_id": Column("the rater's participant id (the pseudonym of participants.csv)", TEXT,
+                             PARTICIPANT_ID.allowed),
+    "n_items": Column("items (response x dimension) the rater shares with at least one other rater", INTEGER, COUNT),
+    "spearman_r": Column("Spearman correlation of the rater's ratings with the mean of the other raters on the same "
+                         "items", NUMBER, "-1 to 1; blank when undefined"),
+    "p": Column("p-value of the Spearman correlation (descriptive: not a test family)", NUMBER,
+                "0-1; blank when undefined"),
+}
+
+_RATER_JUDGE: dict[str, Column] = {
+    "level": Column("unit of the correlation", TEXT, "response (each response's mean human rating vs its gold "
+                    "score), rater (mean over raters of each rater's own correlation with the gold scores)"),
+    "method": Column("correlation coefficient", TEXT, "spearman, pearson"),
+    "r": Column("the correlation (at level rater: the mean of the raters' correlations)", NUMBER,
+                "-1 to 1; blank when undefined"),
+    "p": Column("p-value of the correlation", NUMBER, "0-1; blank at level rater and when undefined"),
+    "n": Column("responses (level response) or raters with a defined correlation (level rater)", INTEGER, COUNT),
+}
+
+# The two rating models share their columns; their terms differ, and only the
+# mixed model has variance components (rows without a standard error).
+_MODEL: dict[str, Column] = {
+    "se": Column("standard error of coef", NUMBER, NON_NEGATIVE),
+    "z": Column("Wald z: coef / se", NUMBER, ANY),
+    "p": Column("two-sided Wald p-value of the term", NUMBER, "0-1; blank when not computable"),
+    "ci_low": Column("lower bound of the 95% Wald interval of coef", NUMBER, ANY),
+    "ci_high": Column("upper bound of the 95% Wald interval of coef", NUMBER, ANY),
+    "n_obs": Column("ratings the model was fitted on (reference responses excluded; subsampled by participant "
+                    "when large, see note)", INTEGER, COUNT),
+    "n_participants": Column("participants in the fitted data", INTEGER, COUNT),
+    "n_items": Column("responses (items) in the fitted data", INTEGER, COUNT),
+}
+
+
+def _blank_on_variance_rows(entry: Column) -> Column:
+    """A variance component (var(...) row) has an estimate but no standard error, z, p or interval."""
+    return entry._replace(allowed=entry.allowed.split(";")[0] + "; blank on the var(...) rows")
+
+
+_MIXED_MODEL: dict[str, Column] = {
+    **_MODEL,
+    "term": Column("term of the linear mixed model rating ~ condition * system (random intercepts for participant "
+                   "and item)", TEXT, "Intercept (baseline condition of the alphabetically first system), "
+                   "condition[<condition>], system[<system>], condition[..]:system[..], var(participant), "
+                   "var(item), var(residual)"),
+    "coef": Column("estimate of the term: a fixed effect on the rating scale, or a variance for var(...) rows",
+                   NUMBER, "any real number (>= 0 for var(...) rows)"),
+    **{column: _blank_on_variance_rows(_MODEL[column]) for column in ("se", "z", "p", "ci_low", "ci_high")},
+}
+
+_ORDINAL_MODEL: dict[str, Column] = {
+    **_MODEL,
+    "term": Column("term of the cumulative-logit model rating ~ condition * system (SE clustered by participant)",
+                   TEXT, "condition[<condition>], system[<system>], condition[..]:system[..], cut a/b (first "
+                   "threshold), log-increment a/b (log of the gap to the previous threshold)"),
+    "coef": Column("estimate of the term: log-odds of a higher rating (positive = higher ratings), or a threshold "
+                   "parameter", NUMBER, ANY),
+}
+
+_POSITION_BIAS: dict[str, Column] = {
+    "n": Column("ratings at this display position", INTEGER, COUNT),
+    "mean": Column("mean rating at this display position", NUMBER, ON_SCALE),
+    "sd": Column("standard deviation (ddof=1) of the ratings at this position", NUMBER, ">= 0; blank when n < 2"),
+    "test": Column("test that the mean rating does not depend on position (repeated on every row)", TEXT, "Friedman"),
+    "statistic": Column("Friedman chi-square over the participants' per-position mean ratings (repeated on every "
+                        "row)", NUMBER, NON_NEGATIVE),
+    "df": Column("degrees of freedom of the test (positions - 1)", INTEGER, COUNT),
+    "p": Column("p-value of the test (repeated on every row)", NUMBER, "0-1; blank when the test could not run"),
+    "n_participants": Column("participants who saw every position (those the test uses)", INTEGER, COUNT),
+}
+
+#: file -> its own columns, and the shared ones it gives another meaning.
+TABLE_COLUMNS: dict[str, dict[str, Column]] = {
+    "participants.csv": _PARTICIPANTS,
+    "ratings.csv": _RATINGS,
+    "filter_flow.csv": _FILTER_FLOW,
+    "filter_flow_by_gender.csv": _FILTER_FLOW_BY_GENDER,
+    "win_table.csv": _WIN_TABLE,
+    "win_summary.csv": _WIN_SUMMARY,
+    "descriptives.csv": _DESCRIPTIVES,
+    "ttests.csv": _TTESTS,
+    "anova.csv": _ANOVA,
+    "welch_anova.csv": _WELCH_ANOVA,
+    "games_howell.csv": _GAMES_HOWELL,
+    "kruskal.csv": _KRUSKAL,
+    "region_means.csv": _REGION_MEANS,
+    "wilcoxon.csv": _WILCOXON,
+    "rank_summary.csv": _RANK_SUMMARY,
+    "friedman.csv": _FRIEDMAN,
+    "bradley_terry.csv": _BRADLEY_TERRY,
+    "best_worst.csv": _BEST_WORST,
+    "agreement.csv": _AGREEMENT,
+    "rater_loo.csv": _RATER_LOO,
+    "rater_judge.csv": _RATER_JUDGE,
+    "mixed_model.csv": _MIXED_MODEL,
+    "ordinal_model.csv": _ORDINAL_MODEL,
+    "position_bias.csv": _POSITION_BIAS,
+}
+
+# sensitivity_<table>.csv -> <table>.csv: a variant holds its base table's columns.
+_BASE_FILE: dict[str, str] = {a.filename: registry.base_of(a).filename for a in registry.REGISTERED if a.sensitivity_of}
+
+#: The row of a column this codebook does not know (a table persisted by another version of the software).
+UNDESCRIBED = Column("not described by this version of the codebook (the run was computed by another version of "
+                     "the software)", TEXT, "as written")
+
+
+def column_entry(filename: str, column: str) -> Column | None:
+    """The entry of ``column`` in ``filename``: the file's own, its base table's, then the shared one."""
+    for entries in (TABLE_COLUMNS.get(filename, {}), TABLE_COLUMNS.get(_BASE_FILE.get(filename, ""), {}), COLUMNS):
+        if column in entries:
+            return entries[column]
+    return None
 
 
 def codebook_rows(tables: dict[str, list[str]]) -> Iterator[list[str]]:
@@ -71,5 +486,5 @@ def codebook_rows(tables: dict[str, list[str]]) -> Iterator[list[str]]:
     yield ["file", "column", "meaning", "type", "allowed_values"]
     for filename, columns in tables.items():
         for column in columns:
-            meaning, kind, allowed = COLUMNS.get(column, ("see docs/statistics.md for this table", "", ""))
+            meaning, kind, allowed = column_entry(filename, column) or UNDESCRIBED
             yield [filename, column, meaning, kind, allowed]

@@ -236,10 +236,11 @@ def csv_bytes(lines: Iterator[list[str]], *, rows_per_chunk: int = 2000) -> Iter
 
 
 def everything_zip(*, run: AnalysisRun) -> Iterator[bytes]:
-    """Every pseudonymous export of the run plus a codebook, as a zip streamed chunk by chunk."""
+    """Every pseudonymous export of the run plus a codebook and a README, as a zip streamed chunk by chunk."""
     import zipfile
 
     from analysis.codebook import codebook_rows
+    from analysis.zip_readme import zip_readme_text
 
     sink = _Sink()
     headers: dict[str, list[str]] = {}
@@ -254,6 +255,7 @@ def everything_zip(*, run: AnalysisRun) -> Iterator[bytes]:
                     member.write(chunk)
                     yield sink.drain()
         archive.writestr("codebook.csv", b"".join(csv_bytes(codebook_rows(headers))))
+        archive.writestr("README.txt", zip_readme_text(run=run, files=headers))
     yield sink.drain()
 
 

@@ -72,7 +72,9 @@ def test_everything_zip_holds_the_paper_files_and_a_codebook_and_every_csv_parse
     archive = zipfile.ZipFile(io.BytesIO(body(response)))
     names = set(archive.namelist())
     assert PAPER_FILES <= names and "identifiers.csv" not in names
-    tables = {name: list(csv.reader(io.StringIO(archive.read(name).decode()))) for name in names}
+    assert "README.txt" in names
+    tables = {name: list(csv.reader(io.StringIO(archive.read(name).decode())))
+              for name in names if name.endswith(".csv")}
     assert tables["filter_flow.csv"][0] == ["step", "rule", "excluded", "remaining", "flagged_alone"]
     assert tables["win_table.csv"][0][:7] == ["model", "scenario", "zs_mean", "ft_mean", "winner", "reference_mean",
                                               "reference_points"]
