@@ -16,9 +16,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from rest_framework.authtoken.models import Token
 
-# Imported before any test narrows stats.ANALYSES: the export registry is built from it at import.
-import analysis.exports  # noqa: F401
-from analysis import services
+from analysis import runs
 from analysis.models import AnalysisRun
 from surveys import bots
 from tests.conftest import load_fixture
@@ -82,7 +80,7 @@ def finished_run(study, *, requested_by: str = "owner") -> AnalysisRun:
     """A run created the way the pages create it; tasks are eager, so it is done on return."""
     from analysis.tasks import run_analysis
 
-    run = services.analysis_run_create(study=study, requested_by=requested_by)
+    run = runs.analysis_run_create(study=study, requested_by=requested_by)
     # on_commit hooks do not fire inside pytest's test transaction: run the task directly.
     run_analysis.apply(args=[run.pk])
     run.refresh_from_db()
@@ -97,10 +95,14 @@ QUICK_ANALYSES = ("win_table", "region_means", "descriptives")
 
 @pytest.fixture
 def quick_stats(monkeypatch):
-    from analysis import pipeline, stats
+    narrow_analyses(monkeypatch, (*QUICK_ANALYSES, "sensitivity_win_table"))
 
-    monkeypatch.setattr(stats, "ANALYSES", {name: stats.ANALYSES[name] for name in QUICK_ANALYSES})
-    monkeypatch.setattr(pipeline, "SENSITIVITY_ANALYSES", ("win_table",))
+
+def narrow_analyses(monkeypatch, names) -> None:
+    """Runs in this test compute only the registered analyses ``names`` (the exclusion flow always)."""
+    from analysis import registry
+
+    monkeypatch.setattr(registry, "ANALYSES", {name: registry.ANALYSES[name] for name in names})
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import pytest
 
 from surveys.models import Participant
 from tests.researcher_data import *  # noqa: F401,F403  (pytest fixtures)
-from tests.researcher_data import QUICK_ANALYSES
+from tests.researcher_data import QUICK_ANALYSES, narrow_analyses
 
 # DESIGN 3.3: the tables a paper needs, plus the codebook of every column.
 PAPER_FILES = {"filter_flow.csv", "participants.csv", "ratings.csv", "win_table.csv", "ttests.csv", "anova.csv",
@@ -20,11 +20,7 @@ PAPER_FILES = {"filter_flow.csv", "participants.csv", "ratings.csv", "win_table.
 @pytest.fixture
 def paper_stats(monkeypatch):
     """The quick analyses plus the t-tests and ANOVA of DESIGN 3.3."""
-    from analysis import pipeline, stats
-
-    wanted = (*QUICK_ANALYSES, "ttests", "anova")
-    monkeypatch.setattr(stats, "ANALYSES", {name: stats.ANALYSES[name] for name in wanted})
-    monkeypatch.setattr(pipeline, "SENSITIVITY_ANALYSES", ())
+    narrow_analyses(monkeypatch, (*QUICK_ANALYSES, "ttests", "anova"))
 
 
 def body(response) -> bytes:

@@ -22,7 +22,7 @@ from django.db import connection
 
 from analysis.importers import gold_import, responses_import
 from analysis.models import AnalysisRun, ParticipantResult, ResultTable
-from analysis.services import analysis_run_create
+from analysis.runs import analysis_run_create
 from tests.quality_data import planted_files, planted_population
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -2,6 +2,7 @@ import secrets
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
@@ -22,6 +23,9 @@ class Command(BaseCommand):
         user.is_staff = True
         user.set_password(DEMO_PASSWORD)
         user.save()
+        # The admin lists the studies, their items and participants to a staff user with these.
+        user.user_permissions.add(*Permission.objects.filter(
+            content_type__app_label="surveys", codename__in=["view_study", "view_item", "view_participant"]))
         for study in Study.objects.filter(slug__in=["tide", "counselor", "most-least"]):
             study.owners.add(user)
         tide = Study.objects.get(slug="tide")

@@ -1,0 +1,26 @@
+"""bin/run's setup_demo: three studies, a demo researcher who owns them and can read them in the admin."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.management import call_command
+
+from surveys.management.commands import setup_demo
+from surveys.models import Participant, Study
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db]  # slow: simulates the demo participants
+
+
+def test_the_demo_researcher_sees_the_three_studies_in_the_admin(client, monkeypatch):
+    monkeypatch.setattr(setup_demo, "DEMO_PARTICIPANTS", 3)
+    call_command("setup_demo")
+    call_command("setup_demo")  # idempotent: nobody added the second time
+    assert Participant.objects.filter(study__slug="tide").count() == 3
+    assert client.login(username=setup_demo.DEMO_USERNAME, password=setup_demo.DEMO_PASSWORD)
+    page = client.get("/admin/surveys/study/")
+    assert page.status_code == 200
+    for study in Study.objects.all():
+        assert study.slug in page.content.decode()
+    assert Study.objects.count() == 3
+    assert client.get("/admin/surveys/participant/").status_code == 200
+    assert client.get("/admin/surveys/study/add/").status_code == 403  # read only
