@@ -14,13 +14,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from django.db.models import Count, Q
+import numpy as np
+import pandas as pd
 
-from analysis import registry
+from analysis import frames, registry
 from analysis.models import AnalysisRun
 from analysis.regions import region_of
 from analysis.selectors import analysis_run_latest_done, participant_results, result_table_frame, result_table_names
-from surveys.models import Participant, Rating, Study
+from surveys.models import Study
 
 # A spreadsheet runs a cell starting with these as a formula (CSV injection).
 _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
@@ -68,26 +69,15 @@ PARTICIPANT_EXPORT_COLUMNS = [
 IDENTIFIER_EXPORT_COLUMNS = ["participant_id", "external_id", "payable", "reject_reason", "completion_code"]
 
 
-def _attention_passed(participant: Participant, checks: int, failures: int) -> bool | None:
-    # Same reading as analysis.frames.participants_frame.
-    if participant.source == Participant.Source.IMPORT:
-        return participant.imported_attention_passed
-    return None if checks == 0 else failures == 0
-
-
 def participants_rows(run: AnalysisRun) -> Rows:
     yield PARTICIPANT_EXPORT_COLUMNS
-    results = participant_results(run=run).annotate(
-        n_checks=Count(
-            "participant__visits",
-            filter=Q(participant__visits__attention_check__isnull=False, participant__visits__attention_passed__isnull=False),
-        ),
-        n_failures=Count("participant__visits", filter=Q(participant__visits__attention_passed=False)),
-    )
-    for result in results.iterator(chunk_size=2000):
+    # attention_passed as the analyses read it (analysis.derived, through the frame).
+    attention = frames.participants_frame(run.study_id).set_index("participant_id")["attention_passed"]
+    for result in participant_results(run=run).iterator(chunk_size=2000):
         p = result.participant
+        passed = attention.get(p.pseudonym, pd.NA)
         yield [
-            p.pseudonym, p.started_at, p.finished_at, _attention_passed(p, result.n_checks, result.n_failures),
+            p.pseudonym, p.started_at, p.finished_at, None if passed is pd.NA else bool(passed),
             p.age, p.sex, p.gender, p.race, p.hispanic, p.education, p.employment, p.state, region_of(p.state),
             result.duration_minutes, result.sd, result.mae, result.fast_share,
             result.excluded_by, result.payable, result.reject_reason,
@@ -120,38 +110,53 @@ RATINGS_EXPORT_COLUMNS = [
 
 
 def ratings_rows(run: AnalysisRun) -> Rows:
-    """The cleaned ratings of the run's retained participants, streamed from the database.
+    """The cleaned ratings of the run's retained participants: the rows of ``frames.ratings_frame``.
 
-    Rows come ordered by participant and page, so ``block_order`` (the block's
-    place among the participant's blocks, attention checks not counted) is
-    counted on the fly and memory stays flat however many rows there are.
-    Multi-dimension studies get a trailing ``dimension`` column.
+    Read from the analysis frame, in its order (participant, block_order,
+    position, dimension), so ``block_order`` and ``seconds_on_block`` are
+    those the analyses use (``analysis.derived``). A best-worst study (no
+    rating scale) has one row per response shown in a submitted block, with
+    ``rating`` blank. Multi-dimension studies get a trailing ``dimension``
+    column. The frame is built for ``_PARTICIPANTS_PER_FRAME`` participants
+    at a time, so memory stays flat however large the study.
     """
-    multi = run.study.dimensions.count() > 1
-    yield RATINGS_EXPORT_COLUMNS + (["dimension"] if multi else [])
-    rows = (
-        Rating.objects.filter(
-            placement__visit__participant__results__run=run,
-            placement__visit__participant__results__excluded_by="",
-        )
-        .order_by("placement__visit__participant_id", "placement__visit__sequence", "placement__position", "dimension__order")
-        .values_list(
-            "placement__visit__participant__pseudonym", "placement__item__block__key",
-            "placement__item__block__scenario__key", "placement__item__key", "placement__item__system__name",
-            "placement__item__condition__name", "placement__position", "value", "placement__rank",
-            "placement__visit_id", "placement__visit__shown_at", "placement__visit__submitted_at", "dimension__key",
-        )
+    names = RATINGS_EXPORT_COLUMNS + (["dimension"] if run.study.dimensions.count() > 1 else [])
+    yield names
+    retained = list(
+        participant_results(run=run).filter(excluded_by="").order_by("participant_id")
+        .values_list("participant_id", flat=True)
     )
-    participant, visit, block_order = None, None, 0
-    for (pseudonym, block, scenario, response, model, condition, position, value, rank,
-         visit_id, shown_at, submitted_at, dimension) in rows.iterator(chunk_size=5000):
-        if pseudonym != participant:
-            participant, block_order = pseudonym, 0
-        if visit_id != visit:
-            visit, block_order = visit_id, block_order + 1
-        seconds = (submitted_at - shown_at).total_seconds() if shown_at and submitted_at else None
-        row = [pseudonym, block, scenario, response, model, condition, position, value, rank, block_order, seconds]
-        yield row + [dimension] if multi else row
+    for start in range(0, len(retained), _PARTICIPANTS_PER_FRAME):
+        frame = frames.ratings_frame(run.study_id, participant_ids=retained[start:start + _PARTICIPANTS_PER_FRAME])
+        columns = [_cells(frame[name]) for name in names]
+        for first in range(0, len(frame), _ROWS_PER_CHUNK):
+            at = slice(first, first + _ROWS_PER_CHUNK)
+            yield from map(list, zip(*(cells(at) for cells in columns)))
+
+
+# 500 TIDE participants are 60,000 rows: a frame of a few MB.
+_PARTICIPANTS_PER_FRAME = 500
+_ROWS_PER_CHUNK = 5000
+
+
+def _cells(column: pd.Series) -> Callable[[slice], list]:
+    """A column's export values for a slice of rows: labels, whole numbers (ratings and ranks
+    are integers; NaN -> None) or floats (NaN is written blank)."""
+    values = column.array
+    if isinstance(values, pd.Categorical):
+        labels = np.append(np.asarray(values.categories, dtype=object), None)  # code -1 -> None
+        codes = values.codes
+        return lambda at: labels[codes[at]].tolist()
+    values = column.to_numpy()
+    if column.name in _WHOLE_NUMBERS:
+        missing = np.isnan(values) if values.dtype.kind == "f" else np.zeros(len(values), dtype=bool)
+        whole = np.where(missing, 0, values).astype(np.int64)
+        return lambda at: np.where(missing[at], None, whole[at]).tolist()
+    return lambda at: values[at].tolist()
+
+
+# Stored as integers; the frame holds ratings and ranks as floats to carry NaN.
+_WHOLE_NUMBERS = {"position", "rating", "rank", "block_order"}
 
 
 EXPORTS: dict[str, Export] = {

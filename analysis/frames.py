@@ -11,6 +11,12 @@ frames, so their column names are a contract (DESIGN 2; docs/quality.md):
     one row per non-preview participant (see ``PARTICIPANT_COLUMNS``).
 ``gold_frame``
     response_id, gold_score.
+``visits_frame``
+    one row per block visit, with its block_order and seconds_on_block.
+
+The derived columns (block_order, seconds_on_block, attention_passed) are
+defined in ``analysis.derived``; the exports and the API read them from
+these frames.
 
 Speed matters (a study may hold 1.2 million ratings): rows are read as small
 integers (ids), never as ORM objects; on PostgreSQL the visits, placements
@@ -33,7 +39,7 @@ from django.db.models import (
 )
 from django.db.models.functions import Coalesce
 
-from analysis import pgcopy
+from analysis import derived, pgcopy
 from analysis.models import GoldScore
 from analysis.regions import region_of
 from surveys.models import Block, BlockVisit, Dimension, Item, ItemPlacement, Participant, Rating
@@ -152,13 +158,14 @@ class _IsoText(Func):
         return self.as_sql(compiler, connection, template="%(expressions)s", **extra_context)
 
 
-def _visit_query(study_id: int) -> QuerySet:
+def _visit_query(study_id: int, participant_ids: Sequence[int] | None = None) -> QuerySet:
     """Block visits of non-preview participants as integers: id, participant, block, sequence,
     has a duration (0/1), duration in microseconds, submitted (0/1). Int rows cannot hold NULL."""
     duration = ExpressionWrapper(F("submitted_at") - F("shown_at"), output_field=DurationField())
-    return BlockVisit.objects.filter(
-        participant__study_id=study_id, participant__is_preview=False, block__isnull=False
-    ).order_by().values_list(
+    visits = BlockVisit.objects.filter(derived.BLOCK_VISIT, participant__study_id=study_id, participant__is_preview=False)
+    if participant_ids is not None:
+        visits = visits.filter(participant_id__in=list(participant_ids))
+    return visits.order_by().values_list(
         "id", "participant_id", "block_id", "sequence",
         Case(When(shown_at__isnull=False, submitted_at__isnull=False, then=Value(1)), default=Value(0)),
         Coalesce(_Microseconds(duration), Value(0)),
@@ -166,21 +173,37 @@ def _visit_query(study_id: int) -> QuerySet:
     )
 
 
+VISIT_COLUMNS = ["visit", "participant", "block", "sequence", "submitted", "block_order", "seconds_on_block"]
+
+
 def _visits(rows: np.ndarray) -> pd.DataFrame:
-    """The visit rows in id order, with their order among the participant's blocks."""
-    visits = pd.DataFrame(
+    """The visit rows in id order, with their derived columns (``analysis.derived``)."""
+    rows = rows[np.argsort(rows[:, 0], kind="stable")]
+    return pd.DataFrame(
         {
             "visit": rows[:, 0],
             "participant": rows[:, 1],
             "block": rows[:, 2],
             "sequence": rows[:, 3],
-            "seconds_on_block": np.where(rows[:, 4] == 1, rows[:, 5] / 1e6, np.nan),
             "submitted": rows[:, 6] == 1,
-        }
+            "block_order": derived.block_order(rows[:, 1], rows[:, 3]),
+            "seconds_on_block": derived.seconds_on_block(rows[:, 5], rows[:, 4] == 1),
+        },
+        columns=VISIT_COLUMNS,
     )
-    visits = visits.sort_values(["participant", "sequence"], kind="stable")
-    visits["block_order"] = visits.groupby("participant", sort=False).cumcount().to_numpy() + 1
-    return visits.sort_values("visit", kind="stable").reset_index(drop=True)
+
+
+def visits_frame(study_id: int, *, participant_ids: Sequence[int] | None = None) -> pd.DataFrame:
+    """One row per block visit of the study's non-preview participants (or of ``participant_ids``).
+
+    Columns: visit, participant (database ids), block (id), sequence,
+    submitted, block_order, seconds_on_block; the last two as in
+    ``ratings_frame``, for readers that need them for a few visits only
+    (the API's pages of ratings).
+    """
+    if participant_ids is not None and not len(participant_ids):
+        return _visits(np.zeros((0, 7), dtype=np.int64))  # an empty IN () is no query at all
+    return _visits(_int_rows(_visit_query(study_id, participant_ids), 7))
 
 
 def _choice_code(field: str) -> Case:
@@ -192,18 +215,22 @@ def _choice_code(field: str) -> Case:
     )
 
 
-def _placement_query(item_ids: list[int]) -> QuerySet:
+def _placement_query(item_ids: list[int], participant_ids: list[int] | None = None) -> QuerySet:
     """Placements of the study's items: id, visit, item, position, rank or 0, choice (0, 1 best, 2 worst)."""
-    return ItemPlacement.objects.filter(item_id__in=item_ids).order_by().values_list(
+    placements = ItemPlacement.objects.filter(item_id__in=item_ids)
+    if participant_ids is not None:
+        placements = placements.filter(visit__participant_id__in=participant_ids)
+    return placements.order_by().values_list(
         "id", "visit_id", "item_id", "position", Coalesce("rank", Value(0)), _choice_code("choice")
     )
 
 
-def _rating_query(dimension_ids: list[int]) -> QuerySet:
+def _rating_query(dimension_ids: list[int], participant_ids: list[int] | None = None) -> QuerySet:
     """Ratings on the study's dimensions: placement, dimension, value."""
-    return Rating.objects.filter(dimension_id__in=dimension_ids).order_by().values_list(
-        "placement_id", "dimension_id", "value"
-    )
+    ratings = Rating.objects.filter(dimension_id__in=dimension_ids)
+    if participant_ids is not None:
+        ratings = ratings.filter(placement__visit__participant_id__in=participant_ids)
+    return ratings.order_by().values_list("placement_id", "dimension_id", "value")
 
 
 # On PostgreSQL, read the visits, placements and ratings of a study at once (each table on its own
@@ -238,13 +265,19 @@ def _answers(visits: pd.DataFrame, placements: np.ndarray, ratings: np.ndarray |
     return placement_at[rating_at], visit_at[rating_at], rating_at
 
 
-def ratings_frame(study_id: int) -> pd.DataFrame:
+def ratings_frame(study_id: int, *, participant_ids: Sequence[int] | None = None) -> pd.DataFrame:
     """One row per rating (see the module docstring for the columns).
 
     Label columns are categoricals; ``rank`` is NaN when the item was not
     ranked; for studies without a rating dimension ``dimension`` is "" and
     ``rating`` NaN, one row per shown response, so best/worst analyses work.
+    With ``participant_ids`` (database ids), the rows of those participants
+    only: the ratings export reads a large study a few hundred participants
+    at a time, so its memory does not grow with the study.
     """
+    who = None if participant_ids is None else list(participant_ids)
+    if who is not None and not who:
+        return _empty_ratings_frame()
     items = list(
         Item.objects.filter(study_id=study_id).values_list(
             "id", "key", "block__scenario__key", "system__name", "condition__name"
@@ -254,20 +287,21 @@ def ratings_frame(study_id: int) -> pd.DataFrame:
         list(Dimension.objects.filter(study_id=study_id).values_list("id", "key"))
     )
     are_ratings = bool(len(dimension_ids))
-    queries = [(_visit_query(study_id), 7), (_placement_query([item[0] for item in items]), 6)]
+    queries = [(_visit_query(study_id, who), 7), (_placement_query([item[0] for item in items], who), 6)]
     if are_ratings:
-        queries.append((_rating_query(dimension_ids.tolist()), 3))
+        queries.append((_rating_query(dimension_ids.tolist(), who), 3))
     visit_rows, placement_rows, *rating_rows = _read_at_once(queries)
     visits = _visits(visit_rows)
     placement_at, visit_at, rating_at = _answers(visits, placement_rows, rating_rows[0] if are_ratings else None)
     if not len(placement_at):
         return _empty_ratings_frame()
 
-    participant_ids, pseudonyms = _labels_by_id(
-        list(Participant.objects.filter(study_id=study_id, is_preview=False).values_list("id", "pseudonym"))
+    people = Participant.objects.filter(study_id=study_id, is_preview=False)
+    person_ids, pseudonyms = _labels_by_id(
+        list((people if who is None else people.filter(pk__in=who)).values_list("id", "pseudonym"))
     )
     block_ids, block_keys = _labels_by_id(list(Block.objects.filter(study_id=study_id).values_list("id", "key")))
-    participant_at = _positions(participant_ids, visits["participant"].to_numpy())
+    participant_at = _positions(person_ids, visits["participant"].to_numpy())
     dimension_at = (_positions(dimension_ids, rating_rows[0][rating_at, 1]) if rating_at is not None
                     else np.zeros(len(placement_at), dtype=np.int64))
     # Put the row indexes in the frame's order first: each column is then gathered once.
@@ -342,11 +376,8 @@ _VISIT_COUNTS = ("n_blocks_answered", "n_checks", "n_failures")
 def participants_frame(study_id: int) -> pd.DataFrame:
     """One row per non-preview participant, in enrolment order.
 
-    Attention: live participants count their answered instructed checks
-    (``attention_checks``) and failures; ``attention_passed`` is True when
-    every answered check passed, NA when none was answered. Imported
-    participants carry only one outcome (``imported_attention_passed``), read
-    as one check: failed -> 1 failure, passed -> 0, empty -> no check (NA).
+    ``attention_passed``, ``attention_checks`` and ``attention_failures`` of
+    live and imported participants as ``analysis.derived`` defines them.
     """
     rows = _fetch(
         Participant.objects.filter(study_id=study_id, is_preview=False)
@@ -360,9 +391,9 @@ def participants_frame(study_id: int) -> pd.DataFrame:
         BlockVisit.objects.filter(participant__study_id=study_id, participant__is_preview=False)
         .values("participant_id")
         .annotate(
-            n_blocks_answered=Count("id", filter=Q(block__isnull=False, submitted_at__isnull=False)),
-            n_checks=Count("id", filter=Q(attention_check__isnull=False, attention_passed__isnull=False)),
-            n_failures=Count("id", filter=Q(attention_passed=False)),
+            n_blocks_answered=Count("id", filter=derived.BLOCK_VISIT & Q(submitted_at__isnull=False)),
+            n_checks=Count("id", filter=derived.ANSWERED_CHECK),
+            n_failures=Count("id", filter=derived.FAILED_CHECK),
         )
         .order_by()
         .values_list("participant_id", *_VISIT_COUNTS)
@@ -370,10 +401,12 @@ def participants_frame(study_id: int) -> pd.DataFrame:
     raw = pd.DataFrame(rows, columns=list(_PARTICIPANT_FIELDS))
     by_participant = pd.DataFrame(counts, columns=["id", *_VISIT_COUNTS]).set_index("id")
     raw = raw.join(by_participant.reindex(raw["id"], fill_value=0).reset_index(drop=True))
-    imported = (raw["source"] == Participant.Source.IMPORT).to_numpy(dtype=bool)
-    imported_passed = raw["imported_attention_passed"]
-    checks = np.where(imported, imported_passed.notna(), raw["n_checks"]).astype(np.int64)
-    failures = np.where(imported, imported_passed.eq(False), raw["n_failures"]).astype(np.int64)
+    checks, failures = derived.attention_counts(
+        imported=(raw["source"] == Participant.Source.IMPORT).to_numpy(dtype=bool),
+        imported_passed=raw["imported_attention_passed"],
+        answered=raw["n_checks"].to_numpy(),
+        failed=raw["n_failures"].to_numpy(),
+    )
     started, finished = _utc(raw["started_text"].tolist()), _utc(raw["finished_text"].tolist())
 
     frame = pd.DataFrame(
@@ -383,9 +416,7 @@ def participants_frame(study_id: int) -> pd.DataFrame:
             "status": raw["status"].astype(object),
             "started_at": started,
             "finished_at": finished,
-            "attention_passed": pd.array(
-                [pd.NA if n == 0 else f == 0 for n, f in zip(checks, failures)], dtype="boolean"
-            ),
+            "attention_passed": derived.attention_passed(checks, failures),
             "attention_failures": failures,
             "attention_checks": checks,
         }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pandas as pd
 from django.db.models import Count, F, Q
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.types import OpenApiTypes
@@ -10,6 +11,8 @@ from rest_framework import generics, serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
+
+from analysis.frames import visits_frame
 
 from .access import studies_visible_to, study_for_user
 from .definition import DefinitionError, parse_definition
@@ -142,17 +145,22 @@ _RATING_FILTERS = {
 
 @extend_schema(parameters=[RatingFilterSerializer])
 class RatingList(generics.ListAPIView):
-    """Every rating of the study, one row per response and dimension, paginated."""
+    """Every rating of the study, one row per response and dimension, paginated.
+
+    ``block_order`` and ``seconds_on_block`` are those of the analyses and of
+    ratings.csv (``analysis.derived``): read for the page's visits from
+    ``analysis.frames.visits_frame``, never counted here.
+    """
 
     serializer_class = RatingRowSerializer
     query_serializer = RatingFilterSerializer
     schema = ApiAutoSchema()
 
     def get_queryset(self):
-        study = study_for_user(self.request.user, self.kwargs["slug"])
+        self.study = study_for_user(self.request.user, self.kwargs["slug"])
         wanted = _filters(self.query_serializer, self.request)
         queryset = Rating.objects.filter(
-            placement__visit__participant__study=study, placement__visit__participant__is_preview=False,
+            placement__visit__participant__study=self.study, placement__visit__participant__is_preview=False,
             **{_RATING_FILTERS[key]: value for key, value in wanted.items()},
         )
         return queryset.order_by("id").values(
@@ -163,5 +171,28 @@ class RatingList(generics.ListAPIView):
             position=F("placement__position"),
             rating=F("value"),
             rank=F("placement__rank"),
-            block_order=F("placement__visit__sequence"),
+            visit=F("placement__visit_id"),
+            participant=F("placement__visit__participant_id"),
         )
+
+    def list(self, request: Request, *args, **kwargs) -> Response:
+        queryset = self.get_queryset()
+        page = self.paginate_queryset(queryset)
+        rows = _with_visit_columns(list(queryset if page is None else page), study_id=self.study.pk)
+        body = self.get_serializer(rows, many=True).data
+        return Response(body) if page is None else self.get_paginated_response(body)
+
+
+def _with_visit_columns(rows: list[dict], *, study_id: int) -> list[dict]:
+    """The rows with their visit's block_order and seconds_on_block (the database ids dropped)."""
+    visit_ids = [row.pop("visit") for row in rows]
+    participant_ids = sorted({row.pop("participant") for row in rows})
+    visits = visits_frame(study_id, participant_ids=participant_ids)
+    at = pd.Index(visits["visit"]).get_indexer(visit_ids)
+    # A rating's visit is always a block visit of the same non-preview participant.
+    assert (at >= 0).all(), "a rating whose visit is not among its participant's block visits"
+    orders = visits["block_order"].to_numpy()[at].tolist()
+    seconds = visits["seconds_on_block"].to_numpy()[at].tolist()
+    for row, order, second in zip(rows, orders, seconds):
+        row["block_order"], row["seconds_on_block"] = order, None if second != second else second
+    return rows

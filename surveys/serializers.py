@@ -47,7 +47,10 @@ class RatingRowSerializer(serializers.Serializer):
     position = serializers.IntegerField()
     rating = serializers.IntegerField()
     rank = serializers.IntegerField(allow_null=True)
-    block_order = serializers.IntegerField()
+    block_order = serializers.IntegerField(help_text="the block's place among the participant's blocks (1, 2, ...; "
+                                                     "attention checks not counted)")
+    seconds_on_block = serializers.FloatField(allow_null=True, help_text="seconds from showing the block to its "
+                                                                         "submission; null if either is missing")
 
 
 class ParticipantFilterSerializer(serializers.Serializer):
