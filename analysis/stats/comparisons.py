@@ -300,7 +300,9 @@ def paired_zs_ft(
 def _wilcoxon_row(cells: pd.DataFrame, participant: str, condition: str, rating: str) -> dict[str, Any]:
     means = cells.pivot_table(index=participant, columns=condition, values=rating, aggfunc="mean")
     if ZERO_SHOT not in means or FINE_TUNED not in means:
-        return {"n": 0, "n_nonzero": 0, "note": "model lacks a zero-shot or fine-tuned condition"}
+        # p stays missing (and out of the Holm family) so the other models' tests still run.
+        note = "model lacks a zero-shot or fine-tuned condition"
+        return {"n": 0, "n_nonzero": 0, "p": np.nan, "note": note}
     pairs = means[[ZERO_SHOT, FINE_TUNED]].dropna()
     zs, ft = pairs[ZERO_SHOT].to_numpy(dtype=float), pairs[FINE_TUNED].to_numpy(dtype=float)
     differences = ft - zs

@@ -240,6 +240,9 @@ def bradley_terry(
     items = data[[model, condition]].drop_duplicates().sort_values([model, condition]).reset_index(drop=True)
     codes = pd.MultiIndex.from_frame(items).get_indexer(pd.MultiIndex.from_frame(data[[model, condition]]))
     rankings, owners = _rankings_array(data, participant, block, rank, pd.Series(codes, index=data.index))
+    if rankings.shape[1] < 2:
+        note = "every ranking holds one item: nothing was ranked above anything"
+        return _note_frame(BRADLEY_TERRY_COLUMNS, _join_notes(subsample_note, note))
     strengths = plackett_luce(rankings, len(items))
     low, high = _bootstrap_ci(rankings, owners, len(items), strengths, n_boot, seed, confidence)
     finite = np.isfinite(strengths)
@@ -373,6 +376,8 @@ def position_bias(
     if problem:
         return _note_frame(POSITION_COLUMNS, problem)
     data = ratings.dropna(subset=[rating, position])
+    if data.empty:
+        return _note_frame(POSITION_COLUMNS, "no rating with a position (ranking-only study?)")
     rows = [{"position": key, **mean_ci(cells[rating].to_numpy(dtype=float))}
             for key, cells in data.groupby(position, sort=True)]
     table = pd.DataFrame(rows)

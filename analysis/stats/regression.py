@@ -84,6 +84,11 @@ def _design_problem(frame: pd.DataFrame) -> str:
     return ""
 
 
+def _systems_lacking_a_condition(frame: pd.DataFrame) -> list[str]:
+    conditions = frame.groupby("system", sort=True)["condition"].nunique()
+    return [str(system) for system in conditions.index[conditions < 2]]
+
+
 def _fit_mixed(model_spec: Any) -> tuple[Any, str]:
     """REML fit. statsmodels' default BFGS (and often L-BFGS) stalls on crossed
     variance components; derivative-free Powell converges reliably and fast here."""
@@ -139,6 +144,10 @@ def mixed_model(
     problem = _design_problem(frame)
     if problem:
         return _note_frame(MODEL_COLUMNS, _join_notes(note, problem))
+    lacking = _systems_lacking_a_condition(frame)
+    if lacking:
+        # An empty condition x system cell leaves a fixed effect without data: MixedLM's solve fails on it.
+        return _note_frame(MODEL_COLUMNS, _join_notes(note, "a system lacks a condition: " + ", ".join(lacking)))
     import statsmodels.formula.api as smf
 
     frame = frame.assign(group=1)
@@ -207,8 +216,13 @@ def ordinal_model(
     clusters = pd.factorize(frame["participant_id"])[0]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        result = model_spec.fit(method="bfgs", disp=False, maxiter=2000, cov_type="cluster",
-                                cov_kwds={"groups": clusters})
+        try:
+            result = model_spec.fit(method="bfgs", disp=False, maxiter=2000, cov_type="cluster",
+                                    cov_kwds={"groups": clusters})
+        except np.linalg.LinAlgError:
+            # Complete separation (a term predicts the ratings perfectly) leaves the Hessian singular.
+            problem = "singular information matrix (a term separates the ratings perfectly?): no estimates"
+            return _note_frame(MODEL_COLUMNS, _join_notes(note, problem))
     converged = result.mle_retvals.get("converged", True)
     if not converged or any("converge" in str(warning.message).lower() for warning in caught):
         note = _join_notes(note, "optimizer reported convergence problems")
