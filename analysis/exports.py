@@ -249,18 +249,20 @@ def everything_zip(*, run: AnalysisRun) -> Iterator[bytes]:
 
     sink = _Sink()
     headers: dict[str, list[str]] = {}
+    descriptions: dict[str, str] = {}
     with zipfile.ZipFile(sink, mode="w", compression=zipfile.ZIP_DEFLATED) as archive:
         for name in ["participants", "ratings", *result_exports_of(run)]:
             lines = export_lines(run=run, what=name)
             header = next(lines)
             filename = EXPORTS[name].filename
             headers[filename] = header
+            descriptions[filename] = EXPORTS[name].description
             with archive.open(filename, mode="w", force_zip64=True) as member:
                 for chunk in csv_bytes(_prepend(header, lines)):
                     member.write(chunk)
                     yield sink.drain()
         archive.writestr("codebook.csv", b"".join(csv_bytes(codebook_rows(headers))))
-        archive.writestr("README.txt", zip_readme_text(run=run, files=headers))
+        archive.writestr("README.txt", zip_readme_text(run=run, files=descriptions))
     yield sink.drain()
 
 

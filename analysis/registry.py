@@ -94,7 +94,7 @@ REGISTERED: tuple[Analysis, ...] = (
              "per system and scenario: mean rating of each condition, the winner, the reference's points",
              stats.win_table, figures=("win_grid",), needs=frozenset({"ratings", "comparison"}), paper=True),
     Analysis("win_summary", "Win table summary per scenario", "ratings",
-             "per scenario: how many systems each condition won", stats._win_summary_from_ratings,
+             "per scenario: how many systems each condition won", stats.win_summary_of_ratings,
              needs=frozenset({"ratings", "comparison"})),
     Analysis("descriptives", "Descriptives: mean, SD, n, 95% CI", "ratings",
              "mean, SD, n and 95% CI of the ratings per system, condition, scenario and dimension",

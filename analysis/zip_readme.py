@@ -4,10 +4,9 @@ file holds, and how to read the cells."""
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Iterable
+from collections.abc import Mapping
 from datetime import timezone
 
-from analysis import registry
 from analysis.models import AnalysisRun
 
 README = "README.txt"
@@ -49,23 +48,13 @@ _READING = (
 )
 
 
-def file_description(filename: str) -> str:
-    """The one-line description of a file of the zip (result tables: the registry's; other exports: theirs)."""
-    from analysis.exports import EXPORTS  # exports imports this module when it builds the zip
+def zip_readme_text(*, run: AnalysisRun, files: Mapping[str, str]) -> str:
+    """The README of the zip of ``run`` holding the data files ``files`` (file name -> its one-line description).
 
-    for analysis in registry.REGISTERED:
-        if analysis.filename == filename:
-            return analysis.description
-    for export in EXPORTS.values():
-        if export.filename == filename:
-            return export.description
-    return _OWN_FILES.get(filename, "")
-
-
-def zip_readme_text(*, run: AnalysisRun, files: Iterable[str]) -> str:
-    """The README of the zip of ``run`` holding the data files ``files`` (the codebook and this README are added)."""
-    names = list(dict.fromkeys([*files, CODEBOOK, README]))
-    sections = (_run_lines(run), ["Files", "-----", *_file_lines(names)],
+    The codebook and this README are listed after them.
+    """
+    described = {**files, **{name: _OWN_FILES[name] for name in (CODEBOOK, README)}}
+    sections = (_run_lines(run), ["Files", "-----", *_file_lines(described)],
                 ["Reading the files", "-----------------", *_reading_lines()])
     return "\n\n".join("\n".join(lines) for lines in sections) + "\n"
 
@@ -96,11 +85,11 @@ def _run_lines(run: AnalysisRun) -> list[str]:
     return lines
 
 
-def _file_lines(names: list[str]) -> list[str]:
-    width = max(len(name) for name in names)
+def _file_lines(described: Mapping[str, str]) -> list[str]:
+    width = max(len(name) for name in described)
     lines = []
-    for name in names:
-        first, *rest = textwrap.wrap(file_description(name), width=_WIDTH - width - 4) or [""]
+    for name, description in described.items():
+        first, *rest = textwrap.wrap(description, width=_WIDTH - width - 4) or [""]
         lines.append(f"  {name.ljust(width)}  {first}".rstrip())
         lines += [f"  {' ' * width}  {more}" for more in rest]
     return lines

@@ -154,3 +154,18 @@ def make_study(n_participants: int = 120, seed: int = 0) -> tuple[pd.DataFrame, 
     """(ratings, participants) of a full TIDE-like study."""
     participants = make_participants(n_participants, seed)
     return make_ratings(participants, seed + 1), participants
+
+
+def registered_analyses() -> dict:
+    """The registry's analyses that take the ratings frame (and the participants frame), by name."""
+    from analysis import registry
+
+    return {a.name: a for a in registry.REGISTERED
+            if a.function is not None and set(a.inputs) <= {"ratings", "participants"}}
+
+
+def run_registered(name: str, ratings, participants, **options):
+    """One registered analysis on these frames, its inputs in the order the registry declares."""
+    analysis = registered_analyses()[name]
+    frames = {"ratings": ratings, "participants": participants}
+    return analysis.function(*(frames[i] for i in analysis.inputs), **options)

@@ -200,4 +200,4 @@ def test_the_readme_says_what_the_zip_is_and_how_to_read_it(filled, quick_stats)
     assert "Analyses that failed" not in readme
 
     run.failures = {"mixed_model": "LinAlgError: Singular matrix"}
-    assert "mixed_model: LinAlgError: Singular matrix" in zip_readme_text(run=run, files=["participants.csv"])
+    assert "mixed_model: LinAlgError: Singular matrix" in zip_readme_text(run=run, files={"participants.csv": "participants"})

@@ -721,14 +721,13 @@ EXPECTED_ANALYSES = [
 ]
 
 
-def run(name, ratings, participants, **options):
-    args = [ratings, participants] if S.ANALYSIS_INPUTS[name] == ("ratings", "participants") else [ratings]
-    return S.ANALYSES[name](*args, **options)
+run = data.run_registered
 
 
 def test_it_registers_every_exported_table():
-    assert list(S.ANALYSES) == EXPECTED_ANALYSES
-    assert all(callable(analysis) for analysis in S.ANALYSES.values())
+    analyses = data.registered_analyses()
+    assert sorted(analyses) == sorted(EXPECTED_ANALYSES)
+    assert all(callable(analysis.function) for analysis in analyses.values())
 
 
 @pytest.mark.parametrize("name", EXPECTED_ANALYSES)

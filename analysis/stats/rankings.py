@@ -1,0 +1,396 @@
+"""Rankings and positions: mean ranks, Friedman, Plackett-Luce strengths, best-worst, position bias.
+
+The analyses of the ranking and best-worst tasks (``rank_summary``,
+``friedman_by_block``, ``bradley_terry`` over ``plackett_luce``,
+``best_worst_scores``) and of the display order (``position_bias``: does the
+mean rating depend on where a response was shown?).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from analysis.stats.primitives import (
+    CONFIDENCE, _join_notes, _missing_columns_note, _note_frame, _subsample_participants, holm, mean_ci,
+)
+
+
+# ---------------------------------------------------------------------------
+# Rankings
+# ---------------------------------------------------------------------------
+
+RANK_SUMMARY_COLUMNS = [
+    "unit", "response_id", "block_id", "scenario", "model", "condition", "n", "mean_rank", "sd_rank", "note",
+]
+
+
+def rank_summary(
+    ratings: pd.DataFrame,
+    *,
+    response: str = "response_id",
+    block: str = "block_id",
+    scenario: str = "scenario",
+    model: str = "model",
+    condition: str = "condition",
+    rank: str = "rank",
+) -> pd.DataFrame:
+    """Mean rank (1 = most empathetic) per response, per model x condition and per model.
+
+    ``unit`` says which: ``response``, ``model_condition`` or ``model``.
+    Columns that do not apply to a unit are ``""``.
+
+    Examples
+    --------
+    >>> ratings = pd.DataFrame({"response_id": ["Q1-R1", "Q1-R2"] * 2, "block_id": "Q1",
+    ...     "scenario": "S1", "model": ["A", "B"] * 2, "condition": "zero-shot", "rank": [1.0, 2, 2, 1]})
+    >>> rank_summary(ratings).query("unit == 'model'")[["model", "n", "mean_rank"]]
+      model  n  mean_rank
+    4     A  2        1.5
+    5     B  2        1.5
+    """
+    problem = _missing_columns_note(ratings, [response, block, scenario, model, condition, rank])
+    if problem:
+        return _note_frame(RANK_SUMMARY_COLUMNS, problem)
+    data = ratings.dropna(subset=[rank])
+    if data.empty:
+        return _note_frame(RANK_SUMMARY_COLUMNS, "no ranks (ranking off?)")
+    units = {
+        "response": [response, block, scenario, model, condition],
+        "model_condition": [model, condition],
+        "model": [model],
+    }
+    tables = []
+    for unit, keys in units.items():
+        table = data.groupby(keys, sort=True)[rank].agg(n="count", mean_rank="mean", sd_rank="std").reset_index()
+        tables.append(table.assign(unit=unit))
+    combined = pd.concat(tables, ignore_index=True)
+    for column in (response, block, scenario, condition):
+        # ratings_frame gives categoricals, which take no new "" label.
+        combined[column] = combined[column].astype(object).fillna("")
+    combined = combined.rename(columns={response: "response_id", block: "block_id", scenario: "scenario",
+                                        model: "model", condition: "condition"})
+    combined["note"] = ""
+    return combined[RANK_SUMMARY_COLUMNS]
+
+
+FRIEDMAN_COLUMNS = [
+    "block_id", "scenario", "n", "k", "chi2", "df", "p", "p_holm", "kendall_w", "holm_family", "note",
+]
+
+
+def friedman_by_block(
+    ratings: pd.DataFrame,
+    *,
+    participant: str = "participant_id",
+    block: str = "block_id",
+    scenario: str = "scenario",
+    response: str = "response_id",
+    rank: str = "rank",
+) -> pd.DataFrame:
+    """Friedman test per block: do participants rank the block's responses differently from chance?
+
+    Only participants who ranked every response of the block enter.
+    ``kendall_w = chi2 / (n (k - 1))``. Holm across blocks.
+
+    Examples
+    --------
+    >>> ratings = pd.DataFrame({"participant_id": np.repeat(list("abcd"), 3), "block_id": "Q1",
+    ...     "scenario": "S1", "response_id": ["R1", "R2", "R3"] * 4,
+    ...     "rank": [1.0, 2, 3, 1, 2, 3, 1, 3, 2, 1, 2, 3]})
+    >>> friedman_by_block(ratings)[["n", "k", "chi2", "kendall_w"]].round(3)
+       n  k  chi2  kendall_w
+    0  4  3   6.5      0.812
+    """
+    problem = _missing_columns_note(ratings, [participant, block, scenario, response, rank])
+    if problem:
+        return _note_frame(FRIEDMAN_COLUMNS, problem)
+    data = ratings.dropna(subset=[rank])
+    if data.empty:
+        return _note_frame(FRIEDMAN_COLUMNS, "no ranks (ranking off?)")
+    rows = []
+    for block_id, cells in data.groupby(block, sort=True):
+        table = cells.pivot_table(index=participant, columns=response, values=rank, aggfunc="mean").dropna()
+        n, k = table.shape
+        row = {"block_id": block_id, "scenario": cells[scenario].iloc[0], "n": n, "k": k, "chi2": np.nan,
+               "df": k - 1, "p": np.nan, "kendall_w": np.nan, "note": ""}
+        if k < 3 or n < 2:
+            row["note"] = "needs at least 3 responses and 2 complete rankings"
+        elif np.ptp(table.to_numpy(), axis=1).max() == 0:
+            row["note"] = "every ranking is all ties"
+        else:
+            result = stats.friedmanchisquare(*(table[column].to_numpy(dtype=float) for column in table.columns))
+            row.update(chi2=float(result.statistic), p=float(result.pvalue),
+                       kendall_w=float(result.statistic) / (n * (k - 1)))
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    table["p_holm"] = holm(table["p"].to_numpy(dtype=float))
+    table["holm_family"] = f"all blocks ({len(table)})"
+    return table[FRIEDMAN_COLUMNS]
+
+
+BRADLEY_TERRY_COLUMNS = [
+    "model", "condition", "strength", "ci_low", "ci_high", "worth", "n_rankings", "n_participants",
+    "n_boot", "method", "note",
+]
+
+
+def plackett_luce(rankings: np.ndarray, n_items: int, *, tol: float = 1e-10, max_iter: int = 5000,
+                  start: np.ndarray | None = None) -> np.ndarray:
+    """Plackett-Luce log-worths by Hunter's (2004) MM algorithm, centred to mean 0.
+
+    ``rankings`` is an integer array (n_rankings x m): item indices ordered
+    from first (best) to last. With m = 2 this is the Bradley-Terry model.
+    Items that never beat anything get ``-inf`` (no finite MLE).
+
+    Examples
+    --------
+    >>> plackett_luce(np.array([[0, 1], [0, 1], [1, 0]]), 2).round(4).tolist()
+    [0.3466, -0.3466]
+    """
+    rankings = np.asarray(rankings, dtype=int)
+    m = rankings.shape[1]
+    # Wins: times an item is chosen at a stage, i.e. ranked anywhere but last.
+    wins = np.bincount(rankings[:, : m - 1].ravel(), minlength=n_items).astype(float)
+    appears = np.bincount(rankings.ravel(), minlength=n_items) > 0
+    gamma = np.exp(start) if start is not None else np.ones(n_items)
+    gamma[~appears] = 1.0
+    for _ in range(max_iter):
+        worths = gamma[rankings]
+        # Denominator of each stage t: total worth of the items still unranked.
+        remaining = np.cumsum(worths[:, ::-1], axis=1)[:, ::-1][:, : m - 1]
+        # An item at position s was in the choice sets of stages 0..min(s, m-2).
+        stage_sums = np.cumsum(1.0 / remaining, axis=1)
+        exposure = np.concatenate([stage_sums, stage_sums[:, -1:]], axis=1)
+        denominator = np.bincount(rankings.ravel(), weights=exposure.ravel(), minlength=n_items)
+        updated = np.where(appears, wins / np.where(denominator > 0, denominator, 1.0), 1.0)
+        positive = updated[appears & (wins > 0)]
+        updated = updated / np.exp(np.log(positive).mean())
+        converged = np.nanmax(np.abs(np.log(updated[appears & (wins > 0)]) - np.log(gamma[appears & (wins > 0)]))) < tol
+        gamma = updated
+        if converged:
+            break
+    with np.errstate(divide="ignore"):
+        strengths = np.log(gamma)
+    strengths[~appears] = np.nan
+    finite = np.isfinite(strengths)
+    strengths[finite] -= strengths[finite].mean()
+    return strengths
+
+
+def _rankings_array(data: pd.DataFrame, participant: str, block: str, rank: str, item_codes: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """(rankings as item indices best-first, the participant of each ranking); incomplete rankings dropped."""
+    ordered = data.assign(_item=item_codes).sort_values([participant, block, rank], kind="stable")
+    sizes = ordered.groupby([participant, block], sort=False).size()
+    m = int(sizes.max())
+    complete = sizes[sizes == m].index
+    ordered = ordered.set_index([participant, block]).loc[complete].reset_index()
+    rankings = ordered["_item"].to_numpy(dtype=int).reshape(-1, m)
+    owners = ordered[participant].to_numpy()[::m]
+    return rankings, owners
+
+
+def bradley_terry(
+    ratings: pd.DataFrame,
+    *,
+    n_boot: int = 200,
+    seed: int = 0,
+    max_rows: int | None = 200_000,
+    confidence: float = CONFIDENCE,
+    participant: str = "participant_id",
+    block: str = "block_id",
+    model: str = "model",
+    condition: str = "condition",
+    rank: str = "rank",
+) -> pd.DataFrame:
+    """Plackett-Luce strength (log-worth) per model x condition from the rankings, with bootstrap CI.
+
+    Plackett-Luce generalises Bradley-Terry from pairs to full rankings; each
+    participant x block ranking is one observation and the items are the
+    model x condition sources shown in it. ``strength`` is the log-worth
+    centred to mean 0 across items (differences are log-odds of being ranked
+    above); ``worth`` = softmax of strengths (sums to 1). The percentile
+    bootstrap resamples participants with replacement (``n_boot`` times).
+    Rankings with a missing or duplicated rank are dropped. When the rows
+    exceed ``max_rows``, whole participants are subsampled; ``note`` says so.
+
+    Examples
+    --------
+    >>> ratings = pd.DataFrame({"participant_id": np.repeat(list("abc"), 2), "block_id": "Q1",
+    ...     "model": ["A", "B"] * 3, "condition": "zero-shot", "rank": [1.0, 2, 1, 2, 2, 1]})
+    >>> bradley_terry(ratings, n_boot=0)[["model", "strength", "worth"]].round(4)
+      model  strength   worth
+    0     A    0.3466  0.6667
+    1     B   -0.3466  0.3333
+    """
+    problem = _missing_columns_note(ratings, [participant, block, model, condition, rank])
+    if problem:
+        return _note_frame(BRADLEY_TERRY_COLUMNS, problem)
+    data = ratings.dropna(subset=[rank])
+    # A ranking is kept when no rank repeats in it; vectorised (a Python call per ranking took minutes).
+    repeated = data.duplicated([participant, block, rank], keep=False)
+    valid = ~repeated.groupby([data[participant], data[block]], observed=True).transform("any")
+    data = data[valid.astype(bool)]
+    if data.empty:
+        return _note_frame(BRADLEY_TERRY_COLUMNS, "no complete rankings (ranking off?)")
+    data, subsample_note = _subsample_participants(data, max_rows, seed, participant)
+    items = data[[model, condition]].drop_duplicates().sort_values([model, condition]).reset_index(drop=True)
+    codes = pd.MultiIndex.from_frame(items).get_indexer(pd.MultiIndex.from_frame(data[[model, condition]]))
+    rankings, owners = _rankings_array(data, participant, block, rank, pd.Series(codes, index=data.index))
+    if rankings.shape[1] < 2:
+        note = "every ranking holds one item: nothing was ranked above anything"
+        return _note_frame(BRADLEY_TERRY_COLUMNS, _join_notes(subsample_note, note))
+    strengths = plackett_luce(rankings, len(items))
+    low, high = _bootstrap_ci(rankings, owners, len(items), strengths, n_boot, seed, confidence)
+    finite = np.isfinite(strengths)
+    worth = np.where(finite, np.exp(np.where(finite, strengths, 0.0)), 0.0)
+    table = items.rename(columns={model: "model", condition: "condition"}).assign(
+        strength=strengths, ci_low=low, ci_high=high, worth=worth / worth.sum(),
+        n_rankings=len(rankings), n_participants=len(np.unique(owners)), n_boot=n_boot,
+        method="Plackett-Luce (MM), percentile bootstrap over participants",
+    )
+    table["note"] = [
+        _join_notes(subsample_note, "" if ok else "never ranked above another item: no finite strength")
+        for ok in finite
+    ]
+    return table[BRADLEY_TERRY_COLUMNS]
+
+
+def _bootstrap_ci(rankings: np.ndarray, owners: np.ndarray, n_items: int, estimate: np.ndarray,
+                  n_boot: int, seed: int, confidence: float) -> tuple[np.ndarray, np.ndarray]:
+    if n_boot <= 0:
+        return np.full(n_items, np.nan), np.full(n_items, np.nan)
+    rng = np.random.default_rng(seed)
+    people, person_index = np.unique(owners, return_inverse=True)
+    rows_of = [np.flatnonzero(person_index == i) for i in range(len(people))]
+    start = np.where(np.isfinite(estimate), estimate, 0.0)
+    draws = np.empty((n_boot, n_items))
+    for draw in range(n_boot):
+        chosen = rng.integers(0, len(people), len(people))
+        sample = rankings[np.concatenate([rows_of[i] for i in chosen])]
+        draws[draw] = plackett_luce(sample, n_items, tol=1e-8, start=start)
+    tail = (1 - confidence) / 2 * 100
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        draws[~np.isfinite(draws)] = np.nan
+        return np.nanpercentile(draws, tail, axis=0), np.nanpercentile(draws, 100 - tail, axis=0)
+
+
+# ---------------------------------------------------------------------------
+# Best-worst
+# ---------------------------------------------------------------------------
+
+BEST_WORST_COLUMNS = [
+    "model", "condition", "n_shown", "n_participants", "best", "worst", "best_minus_worst", "normalized", "note",
+]
+
+
+def best_worst_scores(
+    ratings: pd.DataFrame,
+    *,
+    participant: str = "participant_id",
+    block: str = "block_id",
+    model: str = "model",
+    condition: str = "condition",
+    best: str = "best",
+    worst: str = "worst",
+) -> pd.DataFrame:
+    """Best, worst and best-minus-worst counts per source (model x condition).
+
+    ``normalized = (best - worst) / n_shown``, from -1 (always worst) to +1
+    (always best). ``note`` flags participant x block sets without exactly
+    one best and one worst (they are still counted).
+
+    Examples
+    --------
+    >>> ratings = pd.DataFrame({"participant_id": np.repeat(["a", "b"], 3), "block_id": "Q1",
+    ...     "model": ["A", "B", "C"] * 2, "condition": "zero-shot",
+    ...     "best": [True, False, False, True, False, False],
+    ...     "worst": [False, False, True, False, True, False]})
+    >>> best_worst_scores(ratings)[["model", "best", "worst", "normalized"]]
+      model  best  worst  normalized
+    0     A     2      0         1.0
+    1     B     0      1        -0.5
+    2     C     0      1        -0.5
+    """
+    problem = _missing_columns_note(ratings, [participant, block, model, best, worst])
+    if problem:
+        return _note_frame(BEST_WORST_COLUMNS, problem)
+    data = ratings.assign(
+        _best=ratings[best].fillna(False).astype(bool),
+        _worst=ratings[worst].fillna(False).astype(bool),
+        _condition=ratings[condition] if condition in ratings.columns else "",
+    )
+    per_set = data.groupby([participant, block])[["_best", "_worst"]].sum()
+    irregular = int(((per_set["_best"] != 1) | (per_set["_worst"] != 1)).sum())
+    note = f"{irregular} participant x block sets without exactly one best and one worst" if irregular else ""
+    table = data.groupby([model, "_condition"], sort=True).agg(
+        n_shown=("_best", "size"), n_participants=(participant, "nunique"),
+        best=("_best", "sum"), worst=("_worst", "sum"),
+    ).reset_index().rename(columns={model: "model", "_condition": "condition"})
+    table["best_minus_worst"] = table["best"] - table["worst"]
+    table["normalized"] = table["best_minus_worst"] / table["n_shown"]
+    table["note"] = note
+    return table[BEST_WORST_COLUMNS]
+
+
+# ---------------------------------------------------------------------------
+# Position bias
+# ---------------------------------------------------------------------------
+
+POSITION_COLUMNS = [
+    "position", "n", "mean", "sd", "ci_low", "ci_high", "test", "statistic", "df", "p", "n_participants",
+    "holm_family", "note",
+]
+
+
+def position_bias(
+    ratings: pd.DataFrame,
+    *,
+    participant: str = "participant_id",
+    position: str = "position",
+    rating: str = "rating",
+) -> pd.DataFrame:
+    """Mean rating per display position, and a Friedman test that the profile is flat.
+
+    Each participant's mean rating at each position is one observation; the
+    Friedman test (repeated measures, no normality assumed) uses the
+    participants who saw every position. The test columns (``test,
+    statistic, df, p, n_participants``) repeat on every row. ``n`` is the
+    number of ratings at the position; the CI is over those ratings.
+
+    Examples
+    --------
+    >>> ratings = pd.DataFrame({"participant_id": np.repeat(list("abcd"), 3), "position": [1, 2, 3] * 4,
+    ...                         "rating": [5.0, 3, 1, 4, 3, 2, 5, 2, 1, 4, 2, 3]})
+    >>> position_bias(ratings)[["position", "mean", "statistic", "n_participants"]].round(3)
+       position  mean  statistic  n_participants
+    0         1  4.50        6.5               4
+    1         2  2.50        6.5               4
+    2         3  1.75        6.5               4
+    """
+    problem = _missing_columns_note(ratings, [participant, position, rating])
+    if problem:
+        return _note_frame(POSITION_COLUMNS, problem)
+    data = ratings.dropna(subset=[rating, position])
+    if data.empty:
+        return _note_frame(POSITION_COLUMNS, "no rating with a position (ranking-only study?)")
+    rows = [{"position": key, **mean_ci(cells[rating].to_numpy(dtype=float))}
+            for key, cells in data.groupby(position, sort=True)]
+    table = pd.DataFrame(rows)
+    per_participant = data.pivot_table(index=participant, columns=position, values=rating, aggfunc="mean").dropna()
+    n, k = per_participant.shape
+    test = {"test": "Friedman", "statistic": np.nan, "df": k - 1, "p": np.nan, "n_participants": n,
+            "holm_family": "none: a single test", "note": ""}
+    if k < 3 or n < 2:
+        test["note"] = "needs at least 3 positions and 2 participants who saw all of them"
+    elif np.ptp(per_participant.to_numpy(), axis=1).max() == 0:
+        test["note"] = "every participant's position means are equal: no evidence of bias"
+    else:
+        result = stats.friedmanchisquare(*(per_participant[column].to_numpy(dtype=float)
+                                           for column in per_participant.columns))
+        test.update(statistic=float(result.statistic), p=float(result.pvalue))
+    return table.assign(**test)[POSITION_COLUMNS]

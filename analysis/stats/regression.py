@@ -1,0 +1,238 @@
+"""Regression models of the ratings: ``rating ~ condition * system`` as a mixed and as an ordinal model.
+
+``mixed_model`` fits a linear mixed model with crossed random intercepts for
+participant and item (statsmodels ``MixedLM``); ``ordinal_model`` fits an
+ordered logit with participant-clustered standard errors (``OrderedModel``).
+Both exclude the reference responses and subsample large frames by
+participant.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from analysis.stats.primitives import (
+    CONFIDENCE, FINE_TUNED, ZERO_SHOT, _join_notes, _missing_columns_note, _note_frame, _single_dimension,
+    _subsample_participants,
+)
+
+
+# ---------------------------------------------------------------------------
+# Mixed-effects and ordinal models
+# ---------------------------------------------------------------------------
+
+MODEL_COLUMNS = [
+    "term", "coef", "se", "z", "p", "ci_low", "ci_high", "n_obs", "n_participants", "n_items", "holm_family", "note",
+]
+_MODEL_P = "none: Wald tests of one model's coefficients"
+
+_FORMULA = "rating ~ C(condition, Treatment('zero-shot')) * C(system)"
+
+
+def _model_frame(ratings: pd.DataFrame, dimension: str | None, max_rows: int | None, seed: int,
+                 columns: dict[str, str]) -> tuple[pd.DataFrame, str]:
+    """Non-reference ratings with canonical column names, subsampled by participant if large."""
+    data, dimension_note = _single_dimension(ratings, dimension, columns["dimension_column"])
+    data = data.dropna(subset=[columns["rating"]])
+    # The reference is its own system and its own condition, so it cannot sit
+    # in a condition x system design: it would be a perfectly confounded cell.
+    data = data[data[columns["condition"]].isin([ZERO_SHOT, FINE_TUNED])]
+    frame = pd.DataFrame({
+        "rating": data[columns["rating"]].to_numpy(dtype=float),
+        "condition": data[columns["condition"]].to_numpy(),
+        "system": data[columns["model"]].to_numpy(),
+        "participant_id": data[columns["participant"]].to_numpy(),
+        "response_id": data[columns["response"]].to_numpy(),
+    })
+    frame, subsample_note = _subsample_participants(frame, max_rows, seed, "participant_id")
+    return frame, _join_notes(dimension_note, "reference responses excluded (condition = system)", subsample_note)
+
+
+def _clean_term(term: str) -> str:
+    """``C(condition, Treatment('zero-shot'))[T.fine-tuned]`` -> ``condition[fine-tuned]``."""
+    return re.sub(r"C\((\w+)(?:, Treatment\([^)]*\))?\)\[T\.([^\]]*)\]", r"\1[\2]", term)
+
+
+def _coefficient_table(params: pd.Series, se: pd.Series, frame: pd.DataFrame, note: str) -> pd.DataFrame:
+    z = params / se
+    critical = stats.norm.ppf((1 + CONFIDENCE) / 2)
+    return pd.DataFrame({
+        "term": [_clean_term(term) for term in params.index],
+        "coef": params.to_numpy(), "se": se.to_numpy(), "z": z.to_numpy(),
+        "p": 2 * stats.norm.sf(np.abs(z.to_numpy())),
+        "ci_low": (params - critical * se).to_numpy(), "ci_high": (params + critical * se).to_numpy(),
+        "n_obs": len(frame), "n_participants": frame["participant_id"].nunique(),
+        "n_items": frame["response_id"].nunique(), "holm_family": _MODEL_P, "note": note,
+    })[MODEL_COLUMNS]
+
+
+def _design_problem(frame: pd.DataFrame) -> str:
+    if frame.empty:
+        return "no zero-shot or fine-tuned ratings"
+    if frame["condition"].nunique() < 2:
+        return "only one condition"
+    if frame["participant_id"].nunique() < 2:
+        return "fewer than 2 participants"
+    if np.ptp(frame["rating"].to_numpy()) == 0:
+        return "all ratings identical"
+    return ""
+
+
+def _systems_lacking_a_condition(frame: pd.DataFrame) -> list[str]:
+    conditions = frame.groupby("system", sort=True)["condition"].nunique()
+    return [str(system) for system in conditions.index[conditions < 2]]
+
+
+def _fit_mixed(model_spec: Any) -> tuple[Any, str]:
+    """REML fit. statsmodels' default BFGS (and often L-BFGS) stalls on crossed
+    variance components; derivative-free Powell converges reliably and fast here."""
+    for method in ("powell", "lbfgs"):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            result = model_spec.fit(reml=True, method=method)
+        troubled = any("converge" in str(warning.message).lower() for warning in caught)
+        if result.converged and not troubled:
+            return result, ""
+    return result, "optimizer reported convergence problems"
+
+
+def mixed_model(
+    ratings: pd.DataFrame,
+    *,
+    max_rows: int | None = 20_000,
+    seed: int = 0,
+    dimension: str | None = None,
+    participant: str = "participant_id",
+    response: str = "response_id",
+    model: str = "model",
+    condition: str = "condition",
+    rating: str = "rating",
+    dimension_column: str = "dimension",
+) -> pd.DataFrame:
+    """Linear mixed model ``rating ~ condition * system`` with crossed random intercepts.
+
+    Fitted by REML with statsmodels ``MixedLM``: one constant group and
+    variance components ``participant`` (``0 + C(participant_id)``) and
+    ``item`` (``0 + C(response_id)``), which is how statsmodels expresses
+    crossed random effects. The intercept is zero-shot of the alphabetically
+    first system. Reference responses are excluded. Rows
+    ``var(participant)``, ``var(item)`` and ``var(residual)`` give the
+    variance components (no SE). Large frames are subsampled by participant
+    (``max_rows``, ``seed``); ``note`` says so.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(1)
+    >>> ratings = pd.DataFrame({"participant_id": np.repeat([f"p{i}" for i in range(8)], 4),
+    ...     "response_id": ["r1", "r2", "r3", "r4"] * 8, "model": ["A", "A", "B", "B"] * 8,
+    ...     "condition": ["zero-shot", "fine-tuned"] * 16, "rating": rng.integers(1, 6, 32).astype(float)})
+    >>> mixed_model(ratings)["term"].tolist()
+    ['Intercept', 'condition[fine-tuned]', 'system[B]', 'condition[fine-tuned]:system[B]', 'var(item)', 'var(participant)', 'var(residual)']
+    """
+    problem = _missing_columns_note(ratings, [participant, response, model, condition, rating])
+    if problem:
+        return _note_frame(MODEL_COLUMNS, problem)
+    columns = dict(participant=participant, response=response, model=model, condition=condition,
+                             rating=rating, dimension_column=dimension_column)
+    frame, note = _model_frame(ratings, dimension, max_rows, seed, columns)
+    problem = _design_problem(frame)
+    if problem:
+        return _note_frame(MODEL_COLUMNS, _join_notes(note, problem))
+    lacking = _systems_lacking_a_condition(frame)
+    if lacking:
+        # An empty condition x system cell leaves a fixed effect without data: MixedLM's solve fails on it.
+        return _note_frame(MODEL_COLUMNS, _join_notes(note, "a system lacks a condition: " + ", ".join(lacking)))
+    import statsmodels.formula.api as smf
+
+    frame = frame.assign(group=1)
+    formula = _FORMULA if frame["system"].nunique() > 1 else "rating ~ C(condition, Treatment('zero-shot'))"
+    model_spec = smf.mixedlm(formula, frame, groups="group", re_formula="0",
+                             vc_formula={"participant": "0 + C(participant_id)", "item": "0 + C(response_id)"})
+    result, fit_note = _fit_mixed(model_spec)
+    note = _join_notes(note, fit_note)
+    table = _coefficient_table(result.fe_params, result.bse_fe, frame, note)
+    variances = pd.DataFrame({
+        "term": [f"var({name})" for name in model_spec.exog_vc.names] + ["var(residual)"],
+        "coef": [*np.asarray(result.vcomp, dtype=float), float(result.scale)],
+    }).assign(n_obs=len(frame), n_participants=frame["participant_id"].nunique(),
+              n_items=frame["response_id"].nunique(), holm_family=_MODEL_P, note=note)
+    return pd.concat([table, variances], ignore_index=True).reindex(columns=MODEL_COLUMNS)
+
+
+def ordinal_model(
+    ratings: pd.DataFrame,
+    *,
+    max_rows: int | None = 20_000,
+    seed: int = 0,
+    dimension: str | None = None,
+    participant: str = "participant_id",
+    response: str = "response_id",
+    model: str = "model",
+    condition: str = "condition",
+    rating: str = "rating",
+    dimension_column: str = "dimension",
+) -> pd.DataFrame:
+    """Ordered logit ``rating ~ condition * system`` with participant-clustered standard errors.
+
+    statsmodels ``OrderedModel`` (``distr="logit"``), sandwich SEs clustered
+    on participant (``cov_type="cluster"``). Positive coefficients mean higher
+    ratings. Items are not modelled as random (OrderedModel has no random
+    effects); the clustering absorbs within-participant correlation only.
+    Cut-point rows follow statsmodels' parameterisation: ``cut 1/2`` is the
+    first threshold and each later ``log-increment a/b`` is the log of the
+    gap to the previous threshold. Reference responses are excluded.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(1)
+    >>> ratings = pd.DataFrame({"participant_id": np.repeat([f"p{i}" for i in range(10)], 4),
+    ...     "response_id": ["r1", "r2", "r3", "r4"] * 10, "model": ["A", "A", "B", "B"] * 10,
+    ...     "condition": ["zero-shot", "fine-tuned"] * 20, "rating": rng.integers(1, 4, 40).astype(float)})
+    >>> ordinal_model(ratings)["term"].tolist()
+    ['condition[fine-tuned]', 'system[B]', 'condition[fine-tuned]:system[B]', 'cut 1/2', 'log-increment 2/3']
+    """
+    problem = _missing_columns_note(ratings, [participant, response, model, condition, rating])
+    if problem:
+        return _note_frame(MODEL_COLUMNS, problem)
+    columns = dict(participant=participant, response=response, model=model, condition=condition,
+                             rating=rating, dimension_column=dimension_column)
+    frame, note = _model_frame(ratings, dimension, max_rows, seed, columns)
+    problem = _design_problem(frame)
+    if problem:
+        return _note_frame(MODEL_COLUMNS, _join_notes(note, problem))
+    from statsmodels.miscmodels.ordinal_model import OrderedModel
+
+    levels = np.sort(frame["rating"].unique())
+    labels = [f"{level:g}" for level in levels]
+    outcome = pd.Categorical(frame["rating"].map(dict(zip(levels, labels))), categories=labels, ordered=True)
+    formula = _FORMULA if frame["system"].nunique() > 1 else "rating ~ C(condition, Treatment('zero-shot'))"
+    model_spec = OrderedModel.from_formula(formula, frame.assign(rating=outcome), distr="logit")
+    clusters = pd.factorize(frame["participant_id"])[0]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            result = model_spec.fit(method="bfgs", disp=False, maxiter=2000, cov_type="cluster",
+                                    cov_kwds={"groups": clusters})
+        except np.linalg.LinAlgError:
+            # Complete separation (a term predicts the ratings perfectly) leaves the Hessian singular.
+            problem = "singular information matrix (a term separates the ratings perfectly?): no estimates"
+            return _note_frame(MODEL_COLUMNS, _join_notes(note, problem))
+    converged = result.mle_retvals.get("converged", True)
+    if not converged or any("converge" in str(warning.message).lower() for warning in caught):
+        note = _join_notes(note, "optimizer reported convergence problems")
+    n_cuts = len(levels) - 1
+    names = list(result.params.index)
+    thresholds = [f"cut {labels[0]}/{labels[1]}"] + [
+        f"log-increment {labels[i]}/{labels[i + 1]}" for i in range(1, n_cuts)
+    ]
+    names[-n_cuts:] = thresholds
+    params = pd.Series(result.params.to_numpy(), index=names)
+    se = pd.Series(np.asarray(result.bse), index=names)
+    table = _coefficient_table(params, se, frame, _join_notes(note, "SE clustered by participant"))
+    return table
