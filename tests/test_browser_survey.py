@@ -181,7 +181,8 @@ def test_it_completes_tide_on_a_phone_without_javascript_using_rank_selects(brow
                 page.select_option(f"#id-rank-{placements[1]}", "1")
                 page.get_by_role("button", name="Next").click()
                 assert page.locator(".error-summary").is_visible()
-                assert "Rank 1 is given to more than one response" in page.content()
+                summary = page.locator(".error-summary li").all_inner_texts()
+                assert summary == ["Rank 1 is given to Response 1 and Response 2; give each response a different rank."]
                 assert page.is_checked(f"#id-rate-{placements[0]}-empathy-{record.ratings[placements[0]]}")
             for pid, rank in zip(placements, ranks):
                 page.select_option(f"#id-rank-{pid}", str(rank))
