@@ -138,7 +138,10 @@ def _node_paths(op, arg, n: int) -> int:
 
 @lru_cache(maxsize=256)
 def _compiled_if_safe(pattern: str) -> re.Pattern | None:
-    if id_pattern_problem(pattern) is not None:
+    """The compiled pattern; None (said once per process in the log) when it is unsafe."""
+    if problem := id_pattern_problem(pattern):
+        log.error("id_pattern %r is unsafe (%s); every entry link is refused until the study is reloaded",
+                  pattern, problem)
         return None
     return re.compile(pattern)
 
@@ -152,8 +155,4 @@ def external_id_valid(pattern: str, external_id: str | None) -> bool:
     if not external_id or len(external_id) > limits.EXTERNAL_ID:
         return False
     compiled = _compiled_if_safe(pattern)
-    if compiled is None:
-        log.error("id_pattern %r is unsafe (%s); every entry link is refused until the study is reloaded",
-                  pattern, id_pattern_problem(pattern))
-        return False
-    return compiled.fullmatch(external_id) is not None
+    return compiled is not None and compiled.fullmatch(external_id) is not None
