@@ -98,20 +98,95 @@ def parse_times(texts: Column) -> np.ndarray:
     return micros(chars, sizes, texts.text)[texts.codes]
 
 
+class NotText(Exception):
+    """An upload that is not UTF-8 CSV text: the line (from 1) and column where it shows, and why."""
+
+    def __init__(self, line: int, column: str, message: str):
+        self.line, self.column, self.message = line, column, message
+        super().__init__(f"{line}:{column}: {message}")
+
+
+SAVE_AS_UTF8 = 'save the file as UTF-8 (in Excel: "CSV UTF-8")'
+NUL_MESSAGE = "holds a NUL character (byte 0x00), which no text can contain; remove it"
+
+# What a file that is not text at all starts with (the longer prefix first: a UTF-32 mark starts like UTF-16's).
+_NOT_TEXT = [
+    (b"\x1f\x8b", "gzip-compressed, not CSV text; decompress it (e.g. gunzip) and upload the .csv inside"),
+    (b"PK\x03\x04", "a zip archive (an Excel .xlsx workbook?), not CSV text; " + SAVE_AS_UTF8),
+    (b"\xd0\xcf\x11\xe0", "an Excel .xls workbook, not CSV text; " + SAVE_AS_UTF8),
+    (codecs.BOM_UTF32_LE, "UTF-32 text (it starts with a UTF-32 byte-order mark), not UTF-8; " + SAVE_AS_UTF8),
+    (codecs.BOM_UTF32_BE, "UTF-32 text (it starts with a UTF-32 byte-order mark), not UTF-8; " + SAVE_AS_UTF8),
+    (codecs.BOM_UTF16_LE, "UTF-16 text (it starts with a UTF-16 byte-order mark), not UTF-8; " + SAVE_AS_UTF8),
+    (codecs.BOM_UTF16_BE, "UTF-16 text (it starts with a UTF-16 byte-order mark), not UTF-8; " + SAVE_AS_UTF8),
+]
+
+
+def _not_text(raw: bytes) -> NotText | None:
+    """Why bytes with a NUL or a non-ASCII byte are not UTF-8 CSV text, or None when they are."""
+    for magic, message in _NOT_TEXT:
+        if raw.startswith(magic):
+            return NotText(1, "", message)
+    first_line = raw[: raw.find(b"\n")] if b"\n" in raw else raw
+    if first_line.count(0) * 3 > len(first_line) > 0:
+        return NotText(1, "", "UTF-16 text (every other byte is 0), not UTF-8; " + SAVE_AS_UTF8)
+    return None
+
+
+def _not_utf8(data: bytes, exc: UnicodeDecodeError) -> NotText:
+    """Where the first byte that is not UTF-8 sits: line, column (named by the header), character."""
+    line = data.count(b"\n", 0, exc.start) + 1
+    line_start = data.rfind(b"\n", 0, exc.start) + 1
+    before = data[line_start:exc.start].decode("utf-8")
+    column = ""
+    if line > 1:
+        try:
+            names = next(csv.reader([data[: data.find(b"\n")].decode("utf-8")]))
+            index = len(next(csv.reader([before]))) - 1 if before else 0
+            column = names[index].strip().lower() if index < len(names) else ""
+        except (csv.Error, UnicodeDecodeError, StopIteration):
+            column = ""
+    return NotText(line, column, f"not UTF-8 text (byte 0x{data[exc.start]:02X} at character {len(before) + 1} "
+                                 f"of the line); {SAVE_AS_UTF8}")
+
+
+def _utf8_text(raw: bytes) -> str:
+    """``raw`` decoded as ``io.TextIOWrapper(file, "utf-8-sig", newline="")`` would; NotText if it is not text."""
+    if problem := _not_text(raw):
+        raise problem
+    data = raw[len(codecs.BOM_UTF8):] if raw.startswith(codecs.BOM_UTF8) else raw
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _not_utf8(data, exc) from None
+
+
 class Upload:
     """A whole upload: its text as ``text_view`` reads it and, when it came as bytes, those bytes less
     a leading BOM, which are the text's UTF-8 encoding (strict decoding round-trips). Plain ASCII
-    is decoded only if the text is asked for: the fast reader works on the bytes."""
+    is decoded only if the text is asked for: the fast reader works on the bytes.
+
+    Raises ``NotText`` for an upload that is not UTF-8 text (another encoding, a compressed
+    file or a workbook), naming the line; ``has_nul`` tells whether some cell may hold a NUL,
+    which PostgreSQL cannot store in text (the readers then refuse those cells)."""
 
     def __init__(self, file: IO):
         self.data: bytes | None = None
         self._text: str | None = None
         if isinstance(file, io.TextIOBase) or not (hasattr(file, "read") and isinstance(file.read(0), bytes)):
-            self._text = text_view(file).read()
+            try:
+                self._text = text_view(file).read()
+            except UnicodeDecodeError as exc:
+                raise _undecodable_text_file(file, exc) from None
+            self.has_nul = "\0" in self._text
+            if self.has_nul and (problem := _not_text(self._text.encode("utf-8"))):
+                raise problem
             return
         raw = file.read()
+        self.has_nul = b"\0" in raw
         if not raw.isascii():
-            self._text = raw.decode("utf-8-sig")  # as io.TextIOWrapper(file, "utf-8-sig", newline="") reads
+            self._text = _utf8_text(raw)
+        elif self.has_nul and (problem := _not_text(raw)):
+            raise problem
         self.data = raw[len(codecs.BOM_UTF8):] if raw.startswith(codecs.BOM_UTF8) else raw
 
     @property
@@ -131,6 +206,18 @@ class Upload:
             end = len(self.data) if end < 0 else end + 1
             yield self.data[start:end].decode("ascii")
             start = end
+
+
+def _undecodable_text_file(file: IO, exc: UnicodeDecodeError) -> NotText:
+    """A file opened as text whose bytes are not UTF-8: located in those bytes when they can be read again."""
+    buffer = getattr(file, "buffer", None)
+    if buffer is not None and buffer.seekable():
+        buffer.seek(0)
+        try:
+            _utf8_text(buffer.read())
+        except NotText as problem:
+            return problem
+    return NotText(1, "", f"not UTF-8 text ({exc.reason}); {SAVE_AS_UTF8}")
 
 
 def lines_of(content: str) -> Iterator[str]:

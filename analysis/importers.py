@@ -15,6 +15,7 @@ the write is one bulk write per table (``analysis.import_writer``).
 from __future__ import annotations
 
 import csv
+import io
 import math
 import os
 import re
@@ -30,9 +31,12 @@ from django.db import transaction
 
 from analysis import import_writer
 from analysis.import_writer import ParsedParticipant
-from analysis.csv_columns import Column, Upload, columns_exact, columns_fast, pack, parse_times, text_view
+from analysis.csv_columns import (
+    NUL_MESSAGE, Column, NotText, Upload, columns_exact, columns_fast, pack, parse_times,
+)
 from analysis.iso_times import parse_time
 from analysis.models import GoldScore
+from surveys import limits
 from surveys.definition import OUTSIDE_US, PREFER_NOT
 from surveys.models import Block, Item, Participant, Study
 
@@ -85,6 +89,10 @@ class ImportProblems(Exception):
         super().__init__("\n".join(problems))
 
 
+def _counted(n: int, noun: str) -> str:
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
 @dataclass(frozen=True)
 class ImportReport:
     participants_created: int
@@ -94,11 +102,27 @@ class ImportReport:
     ratings_created: int
     seconds: float
 
+    @property
+    def summary(self) -> str:
+        """One sentence for a person (the import page)."""
+        skipped = f" ({self.participants_skipped:,} imported before, skipped)" if self.participants_skipped else ""
+        return (
+            f"Imported {_counted(self.participants_created, 'participant')}{skipped}: "
+            f"{_counted(self.visits_created, 'block')}, {_counted(self.placements_created, 'response')} shown "
+            f"and {_counted(self.ratings_created, 'rating')}, in {self.seconds:.1f} s."
+        )
+
 
 @dataclass(frozen=True)
 class GoldImportReport:
     scores_written: int
     scores_unchanged: int
+
+    @property
+    def summary(self) -> str:
+        """One sentence for a person (the import page)."""
+        return (f"Imported gold scores: {_counted(self.scores_written, 'score')} written, "
+                f"{self.scores_unchanged:,} unchanged.")
 
 
 # ---------------------------------------------------------------- reading
@@ -131,8 +155,11 @@ def _header(reader, name: str, required: list[str], optional: list[str], problem
     except StopIteration:
         problems.add(name, 1, "", "the file is empty; expected a header row")
         return None
-    except (csv.Error, UnicodeDecodeError) as exc:
+    except csv.Error as exc:
         problems.add(name, 1, "", f"cannot read the header: {exc}")
+        return None
+    if any("\0" in column for column in header):
+        problems.add(name, 1, "", f"the header {NUL_MESSAGE}")
         return None
     usable = True
     for column in required:
@@ -149,10 +176,23 @@ def _header(reader, name: str, required: list[str], optional: list[str], problem
     return header if usable else None
 
 
+def _upload(file: IO, name: str, problems: _Problems) -> Upload | None:
+    """The upload, or None (with the problem reported once, on its line) when it is not UTF-8 text."""
+    try:
+        return Upload(file)
+    except NotText as exc:
+        problems.add(name, exc.line, exc.column, exc.message)
+        return None
+
+
 def _rows(file: IO, name: str, required: list[str], optional: list[str],
           problems: _Problems) -> tuple[list[str], Iterator[tuple[int, list[str]]]] | None:
-    """The header and (line, stripped cells) records; None when the header is unusable."""
-    reader = csv.reader(text_view(file))
+    """The header and (line, stripped cells) records; None when the file or its header is unusable.
+    A record with a NUL in a cell is reported and left out."""
+    upload = _upload(file, name, problems)
+    if upload is None:
+        return None
+    reader = csv.reader(io.StringIO(upload.text, newline=""))
     header = _header(reader, name, required, optional, problems)
     if header is None:
         return None
@@ -166,8 +206,12 @@ def _rows(file: IO, name: str, required: list[str], optional: list[str],
                 if len(cells) != len(header):
                     problems.add(name, line, "", f"expected {len(header)} fields, found {len(cells)}")
                     continue
+                if upload.has_nul and (nul := [k for k, cell in enumerate(cells) if "\0" in cell]):
+                    for k in nul:
+                        problems.add(name, line, header[k], NUL_MESSAGE)
+                    continue
                 yield line, [cell.strip() for cell in cells]
-        except (csv.Error, UnicodeDecodeError) as exc:
+        except csv.Error as exc:
             problems.add(name, reader.line_num, "", f"cannot read the file: {exc}")
 
     return header, records()
@@ -241,11 +285,12 @@ def _band_bounds(band: str) -> tuple[float, float] | None:
     return None
 
 
-def _read_participants(file: IO, name: str, study: Study, problems: _Problems) -> dict[str, ParsedParticipant]:
+def _read_participants(file: IO, name: str, study: Study, problems: _Problems) -> dict[str, ParsedParticipant] | None:
+    """Participants by external id (None for one whose row has problems); None when the file is unusable."""
     parsed: dict[str, ParsedParticipant] = {}
     table = _rows(file, name, PARTICIPANT_CSV_COLUMNS, [], problems)
     if table is None:
-        return parsed
+        return None
     header, records = table
     col = {c: header.index(c) for c in header}
     normalizer = DemographicNormalizer(study)
@@ -257,8 +302,8 @@ def _read_participants(file: IO, name: str, study: Study, problems: _Problems) -
         if not external_id:
             bad("participant_id", "empty participant id")
             continue
-        if len(external_id) > 128:
-            bad("participant_id", "longer than 128 characters")
+        if len(external_id) > limits.EXTERNAL_ID:
+            bad("participant_id", f"longer than {limits.EXTERNAL_ID} characters")
             continue
         if external_id in parsed:
             bad("participant_id", f'"{external_id}" is listed twice (first on line {parsed[external_id].line})')
@@ -370,18 +415,28 @@ def _integers(texts: Column) -> np.ndarray:
 
 
 
-def _ratings_columns(file: IO, name: str, problems: _Problems) -> tuple[list[str], np.ndarray, dict[str, Column]] | None:
-    """The header, the line number of every record and each column of stripped texts."""
-    upload = Upload(file)
+def _ratings_columns(file: IO, name: str,
+                     problems: _Problems) -> tuple[list[str], np.ndarray, dict[str, Column], bool] | None:
+    """The header, the line number of every record, each column of stripped texts, and whether
+    some cell may hold a NUL."""
+    upload = _upload(file, name, problems)
+    if upload is None:
+        return None
     header = _header(csv.reader(upload.lines()), name, RATING_CSV_COLUMNS, OPTIONAL_RATING_CSV_COLUMNS, problems)
     if header is None:
         return None
     fast = columns_fast(upload, header)
-    return (header, *fast) if fast is not None else (header, *columns_exact(upload.text, header, name, problems))
+    lines, col = fast if fast is not None else columns_exact(upload.text, header, name, problems)
+    return header, lines, col, upload.has_nul
+
+
+def _holds_nul(texts: Column) -> np.ndarray:
+    """Per row: does the cell hold a NUL? (Asked only of a file that has one somewhere.)"""
+    return np.array(["\0" in text for text in texts.texts], dtype=bool)[texts.codes]
 
 
 def _read_ratings(
-    file: IO, name: str, study: Study, participants: dict[str, ParsedParticipant], problems: _Problems
+    file: IO, name: str, study: Study, participants: dict[str, ParsedParticipant] | None, problems: _Problems
 ) -> pd.DataFrame:
     """The valid rows of ratings.csv as a frame; every problem goes to ``problems``.
 
@@ -393,7 +448,7 @@ def _read_ratings(
     read = _ratings_columns(file, name, problems)
     if read is None:
         return _no_ratings()
-    header, lines, col = read
+    header, lines, col, has_nul = read
     index = _StudyIndex(study)
     if "dimension" not in header and len(index.dimensions) > 1:
         problems.add(name, 1, "dimension", f"missing column; the study rates {', '.join(index.dimensions)}")
@@ -401,8 +456,12 @@ def _read_ratings(
     pid, block_key, response = col["participant_id"], col["block_id"], col["response_id"]
     errors = _RowErrors(lines, pid)
 
-    errors.fail(np.isnan(_mapped(pid, dict.fromkeys(participants, 1))), "participant_id",
-                lambda i: f'unknown participant "{pid[i]}" (not in the participants file)')
+    if has_nul:
+        for column in header:
+            errors.fail(_holds_nul(col[column]), column, NUL_MESSAGE)
+    if participants is not None:  # else the participants file was unreadable, and said so once
+        errors.fail(np.isnan(_mapped(pid, dict.fromkeys(participants, 1))), "participant_id",
+                    lambda i: f'unknown participant "{pid[i]}" (not in the participants file)')
     block_id = _mapped(block_key, index.block_ids)
     errors.fail(np.isnan(block_id), "block_id", lambda i: f'unknown block "{block_key[i]}"')
     item_id = _mapped(response, {k: v[0] for k, v in index.items.items()})
@@ -676,10 +735,13 @@ def responses_import(*, study: Study, participants_file: IO, ratings_file: IO) -
     began = time.perf_counter()
     problems = _Problems()
     participants_name = _file_name(participants_file, "participants.csv")
-    participants = _read_participants(participants_file, participants_name, study, problems)
-    rows = _read_ratings(ratings_file, _file_name(ratings_file, "ratings.csv"), study, participants, problems)
+    read = _read_participants(participants_file, participants_name, study, problems)
+    rows = _read_ratings(ratings_file, _file_name(ratings_file, "ratings.csv"), study, read, problems)
+    participants = read or {}
+    # Only valid ids reach the query (a NUL, refused above, is a DataError on PostgreSQL).
+    valid = [external_id for external_id, parsed in participants.items() if parsed is not None]
     existing = dict(
-        Participant.objects.filter(study=study, external_id__in=list(participants)).values_list("external_id", "source")
+        Participant.objects.filter(study=study, external_id__in=valid).values_list("external_id", "source")
     )
     for external_id, source in existing.items():
         if source != Participant.Source.IMPORT and participants.get(external_id) is not None:

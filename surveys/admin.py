@@ -1,6 +1,8 @@
+from django import forms
 from django.contrib import admin
 
 from .models import Block, Item, Participant, Study
+from .recruitment import completion_url_problem, id_pattern_problem
 
 
 class BlockInline(admin.TabularInline):
@@ -14,8 +16,34 @@ class BlockInline(admin.TabularInline):
         return False
 
 
+class StudyAdminForm(forms.ModelForm):
+    """The recruitment settings meet anonymous visitors: the same checks as a definition file's."""
+
+    class Meta:
+        model = Study
+        fields = "__all__"
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if "completion_url" in self.fields:
+            self.fields["completion_url"].required = False  # empty: no panel to return to
+
+    def clean_completion_url(self) -> str:
+        value = self.cleaned_data.get("completion_url") or ""
+        if problem := completion_url_problem(value):
+            raise forms.ValidationError(problem)
+        return value
+
+    def clean_id_pattern(self) -> str:
+        value = self.cleaned_data.get("id_pattern") or ""
+        if problem := id_pattern_problem(value):
+            raise forms.ValidationError(problem)
+        return value
+
+
 @admin.register(Study)
 class StudyAdmin(admin.ModelAdmin):
+    form = StudyAdminForm
     list_display = ("slug", "title", "is_demo_content", "is_open", "target_completions", "participant_count")
     search_fields = ("slug", "title")
     filter_horizontal = ("owners",)

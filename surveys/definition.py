@@ -9,7 +9,6 @@ like ``blocks[3].responses[4].condition: unknown condition "fine_tuned"``
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter
 from pathlib import Path
 from typing import Annotated, Any
@@ -17,8 +16,22 @@ from typing import Annotated, Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-Key = Annotated[str, Field(min_length=1, max_length=50, pattern=r"^[A-Za-z0-9_.\-]+$")]
+from . import limits
+from .recruitment import completion_url_problem, id_pattern_problem
+
+_KEY_PATTERN = r"^[A-Za-z0-9_.\-]+$"
+Key = Annotated[str, Field(min_length=1, max_length=limits.KEY, pattern=_KEY_PATTERN)]
+ItemKey = Annotated[str, Field(min_length=1, max_length=limits.ITEM_KEY, pattern=_KEY_PATTERN)]
+Param = Annotated[str, Field(min_length=1, max_length=limits.PANEL_PARAM, pattern=_KEY_PATTERN)]
 NonEmpty = Annotated[str, Field(min_length=1)]
+
+# Texts stored in a column of limited length: at most as long as the column (surveys.limits).
+Title = Annotated[str, Field(min_length=1, max_length=limits.TITLE)]
+SystemName = Annotated[str, Field(min_length=1, max_length=limits.SYSTEM_NAME)]
+ConditionName = Annotated[str, Field(min_length=1, max_length=limits.CONDITION_NAME)]
+ScenarioLabel = Annotated[str, Field(max_length=limits.SCENARIO_LABEL)]
+DimensionLabel = Annotated[str, Field(min_length=1, max_length=limits.DIMENSION_LABEL)]
+DemographicPrompt = Annotated[str, Field(min_length=1, max_length=limits.DEMOGRAPHIC_PROMPT)]
 
 US_STATES = (
     "AL AK AZ AR CA CO CT DE DC FL GA HI ID IL IN IA KS KY LA ME MD MA MI MN MS MO MT NE NV NH NJ NM "
@@ -54,7 +67,7 @@ class Strict(BaseModel):
 
 class DimensionDef(Strict):
     key: Key
-    label: NonEmpty
+    label: DimensionLabel
     min: int = Field(ge=0, le=100)
     max: int = Field(ge=1, le=100)
     labels: dict[str, str] = Field(default_factory=dict, description="scale point -> label; at least min and max")
@@ -72,17 +85,17 @@ class DimensionDef(Strict):
 
 class ScenarioDef(Strict):
     id: Key
-    label: str = ""
+    label: ScenarioLabel = ""
     user_input: NonEmpty
 
 
 class ResponseDef(Strict):
-    id: Key
+    id: ItemKey
     option: int | None = Field(default=None, ge=1, le=50)
     system: NonEmpty
     condition: NonEmpty
     text: NonEmpty
-    label: str = Field(default="", max_length=20, description="shown source label, e.g. A-E (best-worst studies)")
+    label: str = Field(default="", max_length=limits.SOURCE_LABEL, description="shown source label, e.g. A-E (best-worst studies)")
 
 
 class BlockDef(Strict):
@@ -108,8 +121,8 @@ class FreeTextDef(Strict):
 
 class DemographicDef(Strict):
     key: str
-    prompt: NonEmpty
-    choices: list[NonEmpty] = Field(min_length=1)
+    prompt: DemographicPrompt
+    choices: list[NonEmpty] = Field(min_length=1, description="each fits the answer's column (surveys.limits)")
 
     @field_validator("key")
     @classmethod
@@ -137,34 +150,38 @@ class QualityDef(Strict):
 
 
 class RecruitmentDef(Strict):
-    completion_code: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_\-]+$")]
-    completion_url: str = "https://app.prolific.com/submissions/complete?cc={code}"
+    completion_code: Annotated[str, Field(min_length=1, max_length=limits.COMPLETION_CODE, pattern=r"^[A-Za-z0-9_\-]+$")]
+    completion_url: str = Field(
+        default="https://app.prolific.com/submissions/complete?cc={code}", max_length=limits.COMPLETION_URL,
+        description="http(s) URL; {code} (the only placeholder) becomes the completion code; empty: no panel to return to",
+    )
     target_completions: int | None = Field(default=None, gt=0)
-    id_param: Key = "PROLIFIC_PID"
-    study_param: Key = "STUDY_ID"
-    session_param: Key = "SESSION_ID"
-    id_pattern: str = r"^[0-9a-f]{24}$"
+    id_param: Param = "PROLIFIC_PID"
+    study_param: Param = "STUDY_ID"
+    session_param: Param = "SESSION_ID"
+    id_pattern: str = Field(
+        default=r"^[0-9a-f]{24}$", max_length=limits.ID_PATTERN,
+        description="regular expression a panel id must match in full; no backreferences, lookarounds or nested quantifiers",
+    )
 
     @field_validator("id_pattern")
     @classmethod
     def _regex(cls, value: str) -> str:
-        try:
-            re.compile(value)
-        except re.error as exc:
-            raise ValueError(f"not a valid regular expression: {exc}") from None
+        if problem := id_pattern_problem(value):
+            raise ValueError(problem)
         return value
 
     @field_validator("completion_url")
     @classmethod
     def _url(cls, value: str) -> str:
-        if not value.startswith(("https://", "http://")) or "{code}" not in value:
-            raise ValueError("must be an http(s) URL containing {code}")
+        if problem := completion_url_problem(value):
+            raise ValueError(problem)
         return value
 
 
 class StudyDefinition(Strict):
-    slug: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[a-z0-9]+(?:-[a-z0-9]+)*$")]
-    title: NonEmpty
+    slug: Annotated[str, Field(min_length=1, max_length=limits.SLUG, pattern=r"^[a-z0-9]+(?:-[a-z0-9]+)*$")]
+    title: Title
     description: str = ""
     demo_content: bool = False
     consent: NonEmpty
@@ -173,8 +190,8 @@ class StudyDefinition(Strict):
     ranking: bool = False
     best_worst: bool = False
     dimensions: list[DimensionDef] = Field(default_factory=list)
-    systems: list[NonEmpty] = Field(min_length=1)
-    conditions: list[NonEmpty] = Field(min_length=1)
+    systems: list[SystemName] = Field(min_length=1)
+    conditions: list[ConditionName] = Field(min_length=1)
     reference_conditions: list[str] = Field(default_factory=lambda: ["reference"])
     scenarios: list[ScenarioDef] = Field(min_length=1)
     blocks: list[BlockDef] = Field(min_length=1)
@@ -252,6 +269,7 @@ def cross_reference_problems(d: StudyDefinition) -> list[str]:
     problems += _check_keys("demographics", [x.key for x in d.demographics])
     problems += _check_blocks(d)
     problems += _check_answer_modes(d)
+    problems += _check_demographic_choices(d)
     return problems
 
 
@@ -300,5 +318,19 @@ def _check_answer_modes(d: StudyDefinition) -> list[str]:
                 problems.append(
                     f"attention_checks[{i}].expected: {check.expected} is outside the {first.key} scale "
                     f"{first.min}-{first.max}"
+                )
+    return problems
+
+
+def _check_demographic_choices(d: StudyDefinition) -> list[str]:
+    """Each choice must fit the column that stores a participant's answer to its question."""
+    problems = []
+    for i, question in enumerate(d.demographics):
+        longest = limits.DEMOGRAPHIC_ANSWER[question.key]
+        for k, choice in enumerate(question.choices):
+            if len(choice) > longest:
+                problems.append(
+                    f"demographics[{i}].choices[{k}]: {len(choice)} characters; an answer to {question.key} "
+                    f"is stored in at most {longest}"
                 )
     return problems

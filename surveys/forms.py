@@ -186,14 +186,17 @@ class PageForm(forms.Form):
         return False
 
     def _check_ranks_distinct(self, cleaned) -> None:
+        """One message per rank given twice, naming the responses as the page labels them; each of
+        their rank fields carries it, and the summary lists it once (``error_summary``)."""
         ranks = {pid: cleaned.get(f"rank-{pid}") for pid in self.numbers}
         used = Counter(r for r in ranks.values() if r is not None)
-        for pid, rank in ranks.items():
-            if rank is not None and used[rank] > 1:
-                self.add_error(
-                    f"rank-{pid}",
-                    f"Rank {rank} is given to more than one response; give each response a different rank.",
-                )
+        for rank in sorted(r for r, n in used.items() if n > 1):
+            sharing = sorted((self.numbers[pid], pid) for pid, r in ranks.items() if r == rank)
+            names = [f"Response {number}" for number, _ in sharing]
+            message = (f"Rank {rank} is given to {', '.join(names[:-1])} and {names[-1]}; "
+                       "give each response a different rank.")
+            for _, pid in sharing:
+                self.add_error(f"rank-{pid}", message)
 
     def page_answers(self) -> PageAnswers:
         data = self.cleaned_data
@@ -310,7 +313,11 @@ class PageForm(forms.Form):
         out = [("page-form", message) for message in self.non_field_errors()]
         for name, anchor in anchors.items():
             out += [(anchor, message) for message in self.errors.get(name, [])]
-        return out
+        # A message shared by several fields (a rank given twice) is listed once, at the first.
+        listed: dict[str, str] = {}
+        for anchor, message in out:
+            listed.setdefault(message, anchor)
+        return [(anchor, message) for message, anchor in listed.items()]
 
 
 class DemographicsForm(forms.Form):

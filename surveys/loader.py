@@ -13,6 +13,7 @@ from typing import Any
 
 from django.db import transaction
 from django.db.models import F
+from pydantic import ValidationError
 
 from .definition import StudyDefinition
 from .models import (
@@ -41,15 +42,27 @@ class LoadResult:
     content_changed: bool
 
 
+PARTICIPANT_FACING = {
+    "consent", "instructions", "question_text", "ranking", "best_worst", "dimensions", "systems",
+    "conditions", "reference_conditions", "scenarios", "blocks", "attention_checks", "free_text", "demographics",
+}
+
+
 def participant_facing_content(d: StudyDefinition) -> dict[str, Any]:
     """Everything a participant sees or answers on; must not change once they exist."""
-    return d.model_dump(
-        include={
-            "consent", "instructions", "question_text", "ranking", "best_worst", "dimensions", "systems",
-            "conditions", "reference_conditions", "scenarios", "blocks", "attention_checks", "free_text",
-            "demographics",
-        }
-    )
+    return d.model_dump(mode="json", include=PARTICIPANT_FACING)
+
+
+def stored_content(study: Study) -> dict[str, Any]:
+    """The participant-facing content of the definition ``study`` was last loaded from.
+
+    Stored definitions are complete dumps, so one that the schema now refuses
+    (loaded before a check was added, e.g. on a completion URL or on a length
+    that SQLite never enforced) is compared as stored: reloading is how it gets fixed."""
+    try:
+        return participant_facing_content(StudyDefinition.model_validate(study.definition))
+    except ValidationError:
+        return {key: value for key, value in study.definition.items() if key in PARTICIPANT_FACING}
 
 
 def content_differences(old: dict[str, Any], new: dict[str, Any], path: str = "") -> list[str]:
@@ -88,7 +101,7 @@ def study_load(*, definition: StudyDefinition) -> LoadResult:
     created = study is None
     new_content = participant_facing_content(definition)
     if study is not None:
-        old_content = participant_facing_content(StudyDefinition.model_validate(study.definition))
+        old_content = stored_content(study)
         changed = content_differences(old_content, new_content)
         has_participants = Participant.objects.filter(study=study, is_preview=False).exists()
         if changed and has_participants:

@@ -14,14 +14,16 @@ from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
 
+from . import limits
+
 
 def new_pseudonym_key() -> str:
     return secrets.token_hex(32)
 
 
 class Study(models.Model):
-    slug = models.SlugField(max_length=64, unique=True)
-    title = models.CharField(max_length=200)
+    slug = models.SlugField(max_length=limits.SLUG, unique=True)
+    title = models.CharField(max_length=limits.TITLE)
     description = models.TextField(blank=True)
     is_demo_content = models.BooleanField(default=False)
     consent_text = models.TextField()
@@ -33,13 +35,13 @@ class Study(models.Model):
     owners = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="owned_studies")
 
     # Recruitment: which URL parameters carry the panel's identifiers.
-    id_param = models.CharField(max_length=64, default="PROLIFIC_PID")
-    study_param = models.CharField(max_length=64, default="STUDY_ID")
-    session_param = models.CharField(max_length=64, default="SESSION_ID")
-    id_pattern = models.CharField(max_length=200, default=r"^[0-9a-f]{24}$")
-    completion_code = models.CharField(max_length=64)
+    id_param = models.CharField(max_length=limits.PANEL_PARAM, default="PROLIFIC_PID")
+    study_param = models.CharField(max_length=limits.PANEL_PARAM, default="STUDY_ID")
+    session_param = models.CharField(max_length=limits.PANEL_PARAM, default="SESSION_ID")
+    id_pattern = models.CharField(max_length=limits.ID_PATTERN, default=r"^[0-9a-f]{24}$")
+    completion_code = models.CharField(max_length=limits.COMPLETION_CODE)
     completion_url = models.CharField(
-        max_length=500, default="https://app.prolific.com/submissions/complete?cc={code}"
+        max_length=limits.COMPLETION_URL, default="https://app.prolific.com/submissions/complete?cc={code}"
     )
     target_completions = models.PositiveIntegerField(null=True, blank=True)
 
@@ -98,7 +100,7 @@ QUALITY_FIELDS = (
 
 class System(models.Model):
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="systems")
-    name = models.CharField(max_length=100)
+    name = models.CharField(max_length=limits.SYSTEM_NAME)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["study", "name"], name="system_unique_name")]
@@ -109,7 +111,7 @@ class System(models.Model):
 
 class Condition(models.Model):
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="conditions")
-    name = models.CharField(max_length=50)
+    name = models.CharField(max_length=limits.CONDITION_NAME)
     is_reference = models.BooleanField(default=False)
 
     class Meta:
@@ -121,8 +123,8 @@ class Condition(models.Model):
 
 class Scenario(models.Model):
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="scenarios")
-    key = models.CharField(max_length=50)
-    label = models.CharField(max_length=200, blank=True)
+    key = models.CharField(max_length=limits.KEY)
+    label = models.CharField(max_length=limits.SCENARIO_LABEL, blank=True)
     user_input = models.TextField()
 
     class Meta:
@@ -136,8 +138,8 @@ class Dimension(models.Model):
     """A rating scale, e.g. perceived empathy 1-5 with a label per point."""
 
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="dimensions")
-    key = models.CharField(max_length=50)
-    label = models.CharField(max_length=200)
+    key = models.CharField(max_length=limits.KEY)
+    label = models.CharField(max_length=limits.DIMENSION_LABEL)
     scale_min = models.SmallIntegerField()
     scale_max = models.SmallIntegerField()
     point_labels = models.JSONField(default=dict)
@@ -160,7 +162,7 @@ class Dimension(models.Model):
 
 class Block(models.Model):
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="blocks")
-    key = models.CharField(max_length=50)
+    key = models.CharField(max_length=limits.KEY)
     scenario = models.ForeignKey(Scenario, on_delete=models.PROTECT, related_name="blocks")
     order = models.PositiveIntegerField(default=0)
     set_number = models.PositiveSmallIntegerField(null=True, blank=True)
@@ -178,9 +180,9 @@ class Item(models.Model):
 
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="items")
     block = models.ForeignKey(Block, on_delete=models.CASCADE, related_name="items")
-    key = models.CharField(max_length=60)
+    key = models.CharField(max_length=limits.ITEM_KEY)
     option = models.PositiveSmallIntegerField()
-    source_label = models.CharField(max_length=20, blank=True)
+    source_label = models.CharField(max_length=limits.SOURCE_LABEL, blank=True)
     text = models.TextField()
     system = models.ForeignKey(System, on_delete=models.PROTECT, related_name="items")
     condition = models.ForeignKey(Condition, on_delete=models.PROTECT, related_name="items")
@@ -202,7 +204,7 @@ class AttentionCheck(models.Model):
     """An instructed check: the text tells the reader which scale point to pick."""
 
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="attention_checks")
-    key = models.CharField(max_length=50)
+    key = models.CharField(max_length=limits.KEY)
     text = models.TextField()
     expected_value = models.SmallIntegerField()
 
@@ -215,7 +217,7 @@ class AttentionCheck(models.Model):
 
 class FreeTextQuestion(models.Model):
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="free_text_questions")
-    key = models.CharField(max_length=50)
+    key = models.CharField(max_length=limits.KEY)
     prompt = models.TextField()
     max_length = models.PositiveIntegerField(default=1000)
     required = models.BooleanField(default=False)
@@ -238,8 +240,8 @@ DEMOGRAPHIC_FIELDS = ("age", "sex", "gender", "race", "hispanic", "education", "
 
 class DemographicQuestion(models.Model):
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="demographic_questions")
-    key = models.CharField(max_length=20, choices=[(f, f) for f in DEMOGRAPHIC_FIELDS])
-    prompt = models.CharField(max_length=300)
+    key = models.CharField(max_length=limits.DEMOGRAPHIC_KEY, choices=[(f, f) for f in DEMOGRAPHIC_FIELDS])
+    prompt = models.CharField(max_length=limits.DEMOGRAPHIC_PROMPT)
     choices = models.JSONField(default=list)
     order = models.PositiveSmallIntegerField(default=0)
 
@@ -264,10 +266,10 @@ class Participant(models.Model):
     # The unique constraints below lead with this column, so their index serves
     # lookups and cascades; a separate one would only slow every insert.
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="participants", db_index=False)
-    external_id = models.CharField(max_length=128)
+    external_id = models.CharField(max_length=limits.EXTERNAL_ID)
     pseudonym = models.CharField(max_length=64)
-    panel_study_id = models.CharField(max_length=128, blank=True)
-    panel_session_id = models.CharField(max_length=128, blank=True)
+    panel_study_id = models.CharField(max_length=limits.PANEL_VALUE, blank=True)
+    panel_session_id = models.CharField(max_length=limits.PANEL_VALUE, blank=True)
     source = models.CharField(max_length=10, choices=Source.choices, default=Source.LIVE)
     is_preview = models.BooleanField(default=False)
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.IN_PROGRESS)
@@ -279,16 +281,16 @@ class Participant(models.Model):
     instructions_seen = models.BooleanField(default=False)
     blocks_assigned = models.PositiveIntegerField(default=0)
     demographics_done = models.BooleanField(default=False)
-    completion_code = models.CharField(max_length=64, blank=True)
+    completion_code = models.CharField(max_length=limits.COMPLETION_CODE, blank=True)
 
-    age = models.CharField(max_length=40, blank=True)
-    sex = models.CharField(max_length=60, blank=True)
-    gender = models.CharField(max_length=60, blank=True)
-    race = models.CharField(max_length=120, blank=True)
-    hispanic = models.CharField(max_length=60, blank=True)
-    education = models.CharField(max_length=120, blank=True)
-    employment = models.CharField(max_length=120, blank=True)
-    state = models.CharField(max_length=60, blank=True)
+    age = models.CharField(max_length=limits.DEMOGRAPHIC_ANSWER["age"], blank=True)
+    sex = models.CharField(max_length=limits.DEMOGRAPHIC_ANSWER["sex"], blank=True)
+    gender = models.CharField(max_length=limits.DEMOGRAPHIC_ANSWER["gender"], blank=True)
+    race = models.CharField(max_length=limits.DEMOGRAPHIC_ANSWER["race"], blank=True)
+    hispanic = models.CharField(max_length=limits.DEMOGRAPHIC_ANSWER["hispanic"], blank=True)
+    education = models.CharField(max_length=limits.DEMOGRAPHIC_ANSWER["education"], blank=True)
+    employment = models.CharField(max_length=limits.DEMOGRAPHIC_ANSWER["employment"], blank=True)
+    state = models.CharField(max_length=limits.DEMOGRAPHIC_ANSWER["state"], blank=True)
     # Imported studies carry only the outcome of their checks.
     imported_attention_passed = models.BooleanField(null=True, blank=True)
 

@@ -1,5 +1,6 @@
 from rest_framework import serializers
 
+from . import limits
 from .models import Participant, Study
 
 
@@ -61,6 +62,6 @@ class ParticipantFilterSerializer(serializers.Serializer):
 class RatingFilterSerializer(ParticipantFilterSerializer):
     status = serializers.ChoiceField(choices=Participant.Status.choices, required=False,
                                      help_text="the participant's status")
-    block_id = serializers.CharField(required=False, max_length=50)
-    response_id = serializers.CharField(required=False, max_length=60)
-    dimension = serializers.CharField(required=False, max_length=50)
+    block_id = serializers.CharField(required=False, max_length=limits.KEY)
+    response_id = serializers.CharField(required=False, max_length=limits.ITEM_KEY)
+    dimension = serializers.CharField(required=False, max_length=limits.KEY)

@@ -18,7 +18,7 @@ from enum import Enum
 from django.db import IntegrityError, transaction
 from django.db.models import Count, F
 
-from . import clock
+from . import clock, limits
 from .models import (
     AttentionCheck,
     Block,
@@ -120,8 +120,8 @@ def participant_enroll(
                 study=study,
                 external_id=external_id,
                 pseudonym=pseudonym_for(key=study.pseudonym_key, external_id=external_id),
-                panel_study_id=panel_study_id[:128],
-                panel_session_id=panel_session_id[:128],
+                panel_study_id=panel_study_id[: limits.PANEL_VALUE],
+                panel_session_id=panel_session_id[: limits.PANEL_VALUE],
                 is_preview=is_preview,
                 seed=seed,
                 consented_at=now,

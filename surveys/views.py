@@ -22,12 +22,11 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.cache import never_cache
 
-from . import clock, selectors, services
+from . import clock, limits, recruitment, selectors, services
 from .forms import TAMPER_MESSAGE, DemographicsForm, PageForm
 from .models import Participant, Study
 from .selectors import ParticipantState, Step
 
-MAX_EXTERNAL_ID_LENGTH = 128
 # Before anyone has answered a block, the estimate needs a pace: the TIDE consent
 # announces about 30 minutes for 24 blocks.
 TYPICAL_SECONDS_PER_BLOCK = 75
@@ -154,7 +153,7 @@ def entry(request: HttpRequest, slug: str) -> HttpResponse:
     if external_id is None and _session_key(slug) in request.session:
         flow = _load_flow(request, slug)
         return flow if isinstance(flow, HttpResponse) else _go(slug, flow.step)
-    if not _valid_external_id(study, external_id):
+    if not recruitment.external_id_valid(study.id_pattern, external_id):
         return render(request, "surveys/bad_link.html", {"study": study}, status=400)
     participant = selectors.participant_find(study=study, external_id=external_id)
     if participant is None:
@@ -181,13 +180,7 @@ _CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
 
 def _panel_value(request: HttpRequest, name: str) -> str:
     # Informational only, so cleaned rather than refused; PostgreSQL cannot store NUL.
-    return _CONTROL_CHARACTERS.sub("", request.GET.get(name, ""))[:128]
-
-
-def _valid_external_id(study: Study, external_id: str | None) -> bool:
-    if not external_id or len(external_id) > MAX_EXTERNAL_ID_LENGTH:
-        return False
-    return re.fullmatch(study.id_pattern, external_id) is not None
+    return _CONTROL_CHARACTERS.sub("", request.GET.get(name, ""))[: limits.PANEL_VALUE]
 
 
 def _refuse_newcomer(request: HttpRequest, study: Study) -> HttpResponse | None:
@@ -361,11 +354,23 @@ def done(request: HttpRequest, slug: str) -> HttpResponse:
     if isinstance(flow, HttpResponse):
         return flow
     code = flow.participant.completion_code
-    return render(
-        request,
-        "surveys/done.html",
-        _page_context(flow, code=code, return_url=flow.study.completion_url.format(code=code)),
-    )
+    return_url = recruitment.completion_url_for(flow.study.completion_url, code)
+    send_back = _send_back_once(request, flow, return_url)
+    return render(request, "surveys/done.html", _page_context(flow, code=code, return_url=return_url, send_back=send_back))
+
+
+def _send_back_once(request: HttpRequest, flow: Flow, return_url: str) -> bool:
+    """True the first time a finisher sees the page: it then takes them straight to the panel (as
+    Prolific expects), the button being the fallback. Seen again (the back button, a reload), the
+    page stays so that the code can be read. Never for a researcher's preview."""
+    if not return_url or flow.participant.is_preview:
+        return False
+    key = _session_key(flow.study.slug)
+    entry = request.session.get(key, {})
+    if entry.get("sent_back"):
+        return False
+    request.session[key] = {**entry, "sent_back": True}
+    return True
 
 
 @never_cache

@@ -67,6 +67,9 @@ def browser() -> Iterator:
             _SHARED.clear()
 
 
+PANEL = "https://app.prolific.com/"
+
+
 def new_page(browser, *, viewport: dict | None = None, javascript: bool = True, **context_options):
     """A page in a fresh context (its own cookies): a new browser, as far as the site knows."""
     context = browser.new_context(
@@ -74,6 +77,29 @@ def new_page(browser, *, viewport: dict | None = None, javascript: bool = True, 
     )
     context.set_default_timeout(TIMEOUT_MS)
     return context.new_page()
+
+
+def stub_the_panel(page) -> None:
+    """Answer for the panel that a finisher is sent back to (tests stay offline). Call it just
+    before finishing: with a route, chromium holds every request for Playwright to look at,
+    which slows the pages after it (and scripts run later than tests expect)."""
+    page.context.route(f"{PANEL}**", lambda route: route.fulfill(
+        status=200, content_type="text/html", body="<!DOCTYPE html><title>Panel (test stub)</title><p>Recorded.</p>"))
+
+
+def back_from_the_panel(page, done_url: str, *, use_history: bool = False) -> str:
+    """After Finish (``stub_the_panel`` first) the completion page sends the browser on to the
+    panel at once: wait for it there, then return to the completion page (with the back button,
+    or by its address), which now stays. Returns the panel URL the browser was sent to."""
+    page.wait_for_url(f"{PANEL}**")
+    sent_to = page.url
+    if use_history:
+        page.go_back()
+    else:
+        page.goto(done_url)
+    page.locator("[data-completion-code]").wait_for()
+    assert page.url == done_url
+    return sent_to
 
 
 def csp_violations(page, refused: list[str] | None = None) -> list[str]:

@@ -22,7 +22,9 @@ import pytest
 from surveys import selectors, services
 from surveys.bots import _expected_value
 from surveys.models import Participant
-from tests.browser import PHONE, browser, csp_violations, new_page, tab_to  # noqa: F401  (browser is a fixture)
+from tests.browser import (  # noqa: F401  (browser is a fixture)
+    PHONE, back_from_the_panel, browser, csp_violations, new_page, stub_the_panel, tab_to,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -151,8 +153,9 @@ def test_it_has_no_serious_axe_violations_on_any_participant_page(browser, live_
     _answer_until(participant, stop_at=None)
     page.goto(f"{live_server.url}/s/tide/about-you/")
     blocking += audit(page, "demographics")
+    stub_the_panel(page)
     page.get_by_role("button", name="Finish").click()
-    page.locator("[data-completion-code]").wait_for()
+    back_from_the_panel(page, f"{live_server.url}/s/tide/done/")
     blocking += audit(page, "completion")
     page.context.close()
 
@@ -261,8 +264,9 @@ def test_it_reflows_at_320_px_and_at_200_percent_zoom(browser, live_server, tide
         _answer_until(participant, stop_at=None)
         page.goto(f"{live_server.url}/s/tide/about-you/")
         _no_horizontal_scroll(page)
+        stub_the_panel(page)
         page.get_by_role("button", name="Finish").click()
-        page.locator("[data-completion-code]").wait_for()
+        back_from_the_panel(page, f"{live_server.url}/s/tide/done/")
         _no_horizontal_scroll(page)
         page.context.close()
 

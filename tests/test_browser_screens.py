@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser import DESKTOP, PHONE, browser, new_page, save_screenshot  # noqa: F401  (browser is a fixture)
+from tests.browser import (  # noqa: F401  (browser is a fixture)
+    DESKTOP, PHONE, back_from_the_panel, browser, new_page, save_screenshot, stub_the_panel,
+)
 from tests.test_browser_a11y import _answer_until, _start
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -39,7 +41,8 @@ def test_it_shows_a_block_the_ranking_and_the_completion_page(browser, live_serv
 
     _answer_until(participant, stop_at=None)
     page.goto(f"{live_server.url}/s/tide/about-you/")
+    stub_the_panel(page)
     page.get_by_role("button", name="Finish").click()
-    page.locator("[data-completion-code]").wait_for()
+    back_from_the_panel(page, f"{live_server.url}/s/tide/done/")
     save_screenshot(page, f"done-{device}")
     page.context.close()

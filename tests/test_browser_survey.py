@@ -10,7 +10,9 @@ import re
 import pytest
 
 from surveys.models import BlockVisit, ItemPlacement, Participant, Rating
-from tests.browser import PHONE, browser, new_page, tab_to  # noqa: F401  (browser is a fixture)
+from tests.browser import (  # noqa: F401  (browser is a fixture)
+    PHONE, back_from_the_panel, browser, new_page, stub_the_panel, tab_to,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -92,6 +94,7 @@ def _drag_to(page, pid: int, index: int) -> None:
 def _finish_demographics(page, choices: dict[str, str]) -> None:
     for name, value in choices.items():
         page.select_option(f"#id-{name}", value)
+    stub_the_panel(page)
     page.get_by_role("button", name="Finish").click()
 
 
@@ -144,6 +147,9 @@ def test_it_completes_tide_with_a_mouse_and_drag_ranking(browser, live_server, t
             assert _kind(page) in {"block", "check"}
     assert blocks == 24
     _finish_demographics(page, {"age": "30-39", "gender": "Woman", "state": "TX"})
+    # Sent back to Prolific at once; the back button shows the code, and the page now stays.
+    sent_to = back_from_the_panel(page, f"{live_server.url}/s/tide/done/", use_history=True)
+    assert sent_to == "https://app.prolific.com/submissions/complete?cc=C1TIDE7Q"
     assert page.locator("[data-completion-code]").inner_text() == "C1TIDE7Q"
     assert page.get_by_role("link", name=re.compile("Return to Prolific")).get_attribute("href").endswith("cc=C1TIDE7Q")
     participant = record.assert_stored(external_id)
@@ -181,7 +187,9 @@ def test_it_completes_tide_on_a_phone_without_javascript_using_rank_selects(brow
                 page.select_option(f"#id-rank-{placements[1]}", "1")
                 page.get_by_role("button", name="Next").click()
                 assert page.locator(".error-summary").is_visible()
-                assert "Rank 1 is given to more than one response" in page.content()
+                summary = page.locator(".error-summary li").all_inner_texts()
+                twice = "Rank 1 is given to Response 1 and Response 2; give each response a different rank."
+                assert summary[0] == twice and summary.count(twice) == 1  # then the three ranks not given
                 assert page.is_checked(f"#id-rate-{placements[0]}-empathy-{record.ratings[placements[0]]}")
             for pid, rank in zip(placements, ranks):
                 page.select_option(f"#id-rank-{pid}", str(rank))
@@ -197,6 +205,9 @@ def test_it_completes_tide_on_a_phone_without_javascript_using_rank_selects(brow
             other.context.close()
     assert blocks == 24
     _finish_demographics(page, {"age": "60-69", "race": "Prefer not to answer", "state": "Outside the US"})
+    # Without JavaScript too: the redirect is a meta refresh.
+    sent_to = back_from_the_panel(page, f"{live_server.url}/s/tide/done/")
+    assert sent_to.endswith("cc=C1TIDE7Q")
     assert page.locator("[data-completion-code]").inner_text() == "C1TIDE7Q"
     participant = record.assert_stored(external_id)
     assert (participant.age, participant.race, participant.state) == ("60-69", "Prefer not to answer", "Outside the US")
@@ -266,8 +277,9 @@ def test_it_completes_tide_with_the_keyboard_only(browser, live_server, tide):
     tab_to(page, "#id-state")
     page.keyboard.type("Ohio")
     tab_to(page, "button.primary")
+    stub_the_panel(page)
     page.keyboard.press("Enter")
-    page.wait_for_url("**/done/")
+    back_from_the_panel(page, f"{live_server.url}/s/tide/done/")
     assert page.locator("[data-completion-code]").inner_text() == "C1TIDE7Q"
     participant = record.assert_stored(external_id)
     assert (participant.age, participant.state) == ("60-69", "OH")

@@ -73,7 +73,7 @@ def test_it_saves_a_complete_page_in_one_go_and_moves_on(client, tide, steps):
         ("out_of_range", "Please rate Response 2 from 1 to 5."),
         ("missing", "Please rate Response 2 for perceived empathy."),
         ("not_a_number", "Please rate Response 2 from 1 to 5."),
-        ("duplicate_rank", "Rank 1 is given to more than one response"),
+        ("duplicate_rank", "Rank 1 is given to Response 1 and Response 2; give each response a different rank."),
         ("missing_rank", "Please give Response 3 a rank."),
         ("rank_out_of_range", "Please give Response 3 a rank from 1 to 5."),
         ("foreign_item", "Some answers do not belong to this page"),
@@ -122,6 +122,24 @@ def test_error_messages_sit_next_to_their_fields_and_the_summary_links_to_them(c
     assert f'<a href="#id-rate-{p2}-empathy-1">' in html
     assert f'id="fs-rate-{p2}-empathy" aria-describedby="err-rate-{p2}-empathy"' in html
     assert f'<p class="error-message" id="err-rate-{p2}-empathy">' in html
+
+
+def test_a_rank_given_twice_is_listed_once_naming_the_responses_that_share_it(client, tide, steps):
+    steps.start(client, tide, PID)
+    _, spec = steps.page(client, tide)
+    data = steps.answers(spec)
+    p1, p2, p3, p4, p5 = spec.placements
+    data.update({f"rank-{p2}": 1, f"rank-{p4}": 1, f"rank-{p5}": 3})  # 1 thrice, 3 twice
+    html = client.post("/s/tide/page/", data).content.decode()
+    summary = re.search(r'<div class="error-summary".*?</div>', html, re.S).group()
+    items = re.findall(r'<li><a href="#([^"]+)">([^<]+)</a></li>', summary)
+    assert items == [
+        (f"id-rank-{p1}", "Rank 1 is given to Response 1, Response 2 and Response 4; give each response a different rank."),
+        (f"id-rank-{p3}", "Rank 3 is given to Response 3 and Response 5; give each response a different rank."),
+    ]
+    # Each rank field involved is marked, next to it.
+    for pid in (p1, p2, p3, p4, p5):
+        assert f'<p class="error-message" id="err-rank-{pid}">' in html
 
 
 def test_it_rejects_a_tampered_service_call_too(tide, steps, client):

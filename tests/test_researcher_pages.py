@@ -165,7 +165,9 @@ def files(participants, ratings) -> dict:
 
 def test_a_valid_upload_creates_the_rows(owner_client, study):
     response = owner_client.post(f"/studies/{study.slug}/import/", files(base_participants(), base_ratings()))
-    assert response.status_code == 200 and "Imported:" in response.content.decode()
+    page = response.content.decode()
+    assert response.status_code == 200 and "ImportReport(" not in page
+    assert "Imported 2 participants: 4 blocks, 20 responses shown and 15 ratings, in " in page
     assert Participant.objects.filter(study=study, source="import").count() == 2
     assert Rating.objects.filter(placement__visit__participant__study=study).count() == 15
 

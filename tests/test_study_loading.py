@@ -174,3 +174,25 @@ def test_the_locked_refusal_is_a_clear_command_error(tide, tide_definition, tmp_
     path.write_text(json.dumps(_break(tide_definition, lambda d: d["attention_checks"].pop())))
     with pytest.raises(CommandError, match="what they saw cannot change"):
         call_command("load_study", str(path))
+
+
+@pytest.mark.parametrize("name", ["tide.json", "counselor.json", "most_least.json"])
+def test_attention_checks_speak_of_what_their_page_shows(name):
+    """A check's page (templates/surveys/check.html) shows its text as "A statement" above one
+    scale, the first dimension's: no question above it, no reply, no other scale."""
+    definition = json.loads((FIXTURES / name).read_text())
+    for check in definition.get("attention_checks", []):
+        text = check["text"]
+        assert "this statement" in text
+        for absent in ("question above", "reply", "response", "first scale"):
+            assert absent not in text.lower(), (check["id"], absent)
+        scale = definition["dimensions"][0]
+        point = check["expected"]
+        assert f"select {point} ({scale['labels'][str(point)]})" in text
+
+
+def test_the_published_schema_is_the_one_the_loader_checks():
+    from surveys.definition import StudyDefinition
+
+    published = json.loads((FIXTURES.parent / "docs" / "study-definition.schema.json").read_text())
+    assert published == StudyDefinition.model_json_schema()

@@ -18,7 +18,7 @@ class Command(BaseCommand):
         if target is None:
             raise CommandError(f'no study "{study}"')
         try:
-            with open(gold, newline="", encoding="utf-8-sig") as handle:
+            with open(gold, "rb") as handle:  # decoded by the importer, which names a bad byte's line
                 report = gold_import(study=target, gold_file=handle)
         except OSError as exc:
             raise CommandError(str(exc)) from None

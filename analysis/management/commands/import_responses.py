@@ -19,8 +19,8 @@ class Command(BaseCommand):
         if target is None:
             raise CommandError(f'no study "{study}"')
         try:
-            with open(participants, newline="", encoding="utf-8-sig") as p_file, \
-                    open(ratings, newline="", encoding="utf-8-sig") as r_file:
+            # As bytes: the importer decodes them and names the line of a byte that is not UTF-8.
+            with open(participants, "rb") as p_file, open(ratings, "rb") as r_file:
                 report = responses_import(study=target, participants_file=p_file, ratings_file=r_file)
         except OSError as exc:
             raise CommandError(str(exc)) from None
