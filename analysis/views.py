@@ -13,7 +13,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_POST
 
-from config.security import chart_page_csp
+from web.security import chart_page_csp
 from surveys.access import studies_visible_to, study_for_user
 from surveys.monitoring import dashboard_snapshot
 

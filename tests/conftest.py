@@ -59,14 +59,14 @@ class SurveySteps:
 
     def page(self, client, study):
         """(response, PageSpec) of the participant's current page."""
-        from surveys.bots import page_spec_from_html
+        from bots.pages import page_spec_from_html
 
         response = client.get(f"/s/{study.slug}/page/", follow=True)
         return response, page_spec_from_html(response.content.decode())
 
     def answers(self, spec, rating: int = 4) -> dict:
         """Complete, valid answers for a block or check page (rank = display order)."""
-        from surveys.bots import _expected_value
+        from bots.personas import _expected_value
 
         if spec.kind == "check":
             return {"visit": spec.visit_id, "attention": _expected_value(spec.statement, spec.check_points)}

@@ -20,7 +20,8 @@ from rest_framework.authtoken.models import Token
 import analysis.exports  # noqa: F401
 from analysis import services
 from analysis.models import AnalysisRun
-from surveys import bots
+from bots.drive import BotRun, run_with_services
+from bots.personas import persona_mix
 from tests.conftest import load_fixture
 
 PASSWORD = "correct horse battery staple"
@@ -62,12 +63,12 @@ def other_study(most_least, other):
     return most_least
 
 
-def fill_with_bots(study, n: int, *, seed: int = 1, mix: dict[str, float] | None = None) -> list[bots.BotRun]:
+def fill_with_bots(study, n: int, *, seed: int = 1, mix: dict[str, float] | None = None) -> list[BotRun]:
     """n scripted participants saved through the services (fast; no HTTP)."""
     rng = random.Random(seed)
-    personas = bots.persona_mix(n, rng, **({"mix": mix} if mix else {}))
+    personas = persona_mix(n, rng, **({"mix": mix} if mix else {}))
     return [
-        bots.run_with_services(persona=p, study=study, seed=seed * 1000 + i, start=BOT_START + timedelta(minutes=7 * i))
+        run_with_services(persona=p, study=study, seed=seed * 1000 + i, start=BOT_START + timedelta(minutes=7 * i))
         for i, p in enumerate(personas)
     ]
 

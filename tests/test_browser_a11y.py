@@ -20,7 +20,7 @@ import warnings
 import pytest
 
 from surveys import selectors, services
-from surveys.bots import _expected_value
+from bots.personas import _expected_value
 from surveys.models import Participant
 from tests.browser import PHONE, browser, csp_violations, new_page, tab_to  # noqa: F401  (browser is a fixture)
 

@@ -91,7 +91,8 @@ def test_participant_export_prefixes_formula_demographics(db, tide):
     from analysis.models import AnalysisRun
     from analysis.services import analysis_run_claim
     from analysis.tasks import analysis_run_execute
-    from surveys.bots import Persona, run_with_services
+    from bots.drive import run_with_services
+    from bots.personas import Persona
 
     run_with_services(persona=Persona(), study=tide, seed=3)
     Participant.objects.filter(study=tide).update(gender=FORMULA, education="+cmd|' /C calc'!A0")

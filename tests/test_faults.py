@@ -101,7 +101,8 @@ def _answer_latencies(recorder, since: float, until: float) -> list[float]:
 
 
 def _researcher_session(env, base_url):
-    from surveys.bots import HttpTransport, page_spec_from_html
+    from bots.pages import page_spec_from_html
+    from bots.transports import HttpTransport
 
     _stack.manage("shell", "-c", (
         "from django.contrib.auth.models import User; "
@@ -132,7 +133,7 @@ def test_redis_down_answers_still_save_fast_and_a_run_started_meanwhile_complete
         redis.stop()
         down_at = time.perf_counter() - recorder.t0
         page = researcher.request("GET", "/studies/tide/")
-        from surveys.bots import page_spec_from_html
+        from bots.pages import page_spec_from_html
 
         csrf = page_spec_from_html(page.text).csrf_token
         began = time.perf_counter()

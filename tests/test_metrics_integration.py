@@ -17,7 +17,8 @@ from django.contrib.auth import get_user_model
 from analysis import metrics, metrics_run, selectors
 from analysis.models import AnalysisRun, EmbeddingCache, MetricsRun, MetricsTable
 from analysis.tasks import run_analysis, run_metrics
-from surveys import bots
+from bots.drive import run_with_services
+from bots.personas import Persona
 from surveys.definition import parse_definition
 from surveys.loader import study_load
 
@@ -48,7 +49,7 @@ def empty_study(db, tide_definition):
 def small_study(empty_study):
     """The three blocks rated by five honest bots."""
     for seed in range(5):
-        bots.run_with_services(persona=bots.Persona(), study=empty_study, seed=seed)
+        run_with_services(persona=Persona(), study=empty_study, seed=seed)
     return empty_study
 
 

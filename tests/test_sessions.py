@@ -1,4 +1,4 @@
-"""Sliding session expiry (config/sessions.py): a session is saved when it changes
+"""Sliding session expiry (web/sessions.py): a session is saved when it changes
 or when its last save is older than SESSION_REFRESH_SECONDS, not on every page."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from django.contrib.sessions.models import Session
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from config.sessions import SAVED_AT_KEY
+from web.sessions import SAVED_AT_KEY
 
 
 def _session_writes(queries) -> list[str]:

@@ -115,7 +115,7 @@ def test_check_deploy_is_clean_with_production_variables():
 
 
 def test_the_log_filter_masks_panel_ids():
-    from config.security import mask_identifiers
+    from web.security import mask_identifiers
 
     line = '"GET /s/tide/?PROLIFIC_PID=5f3a9b2c1d4e6f7a8b9c0d1e&STUDY_ID=abc&SESSION_ID=xyz HTTP/1.1" 303'
     masked = mask_identifiers(line)
