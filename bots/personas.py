@@ -20,7 +20,8 @@ REASONS = [
 ]
 
 
-def _expected_value(statement: str, points: list[int]) -> int | None:
+def expected_check_value(statement: str, points: list[int]) -> int | None:
+    """The answer an attention check's statement asks for ("... select 4 ..."), if it is one of ``points``."""
     match = re.search(r"select (\d+)", statement)
     return int(match.group(1)) if match and int(match.group(1)) in points else None
 
@@ -78,7 +79,7 @@ class Persona:
         return ordered[0], ordered[-1]
 
     def answer_check(self, spec: PageSpec, rng: random.Random) -> dict[str, str]:
-        expected = _expected_value(spec.statement, spec.check_points)
+        expected = expected_check_value(spec.statement, spec.check_points)
         return {"attention": str(expected if expected is not None else rng.choice(spec.check_points))}
 
     def answer_demographics(self, spec: PageSpec, rng: random.Random) -> dict[str, str]:
@@ -132,7 +133,7 @@ class AttentionFailer(Persona):
     name = "attention_failer"
 
     def answer_check(self, spec: PageSpec, rng: random.Random) -> dict[str, str]:
-        expected = _expected_value(spec.statement, spec.check_points)
+        expected = expected_check_value(spec.statement, spec.check_points)
         wrong = [p for p in spec.check_points if p != expected]
         return {"attention": str(rng.choice(wrong))}
 

@@ -13,8 +13,8 @@ import pytest
 
 from bots.drive import run_over_http
 from bots.personas import Persona
-from tests.browser import browser, new_page, save_screenshot  # noqa: F401  (browser is a fixture)
-from tests.researcher_data import *  # noqa: F401,F403  (pytest fixtures)
+from tests.support.browser import browser, new_page, save_screenshot  # noqa: F401  (browser is a fixture)
+from tests.support.researcher import PASSWORD, fill_with_bots
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

@@ -20,11 +20,12 @@ import signal
 import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support.external_services import require_service
+from tests.support.paths import ROOT
+
 sys.path.insert(0, str(ROOT))
 
 from bench import _stack, surge  # noqa: E402
@@ -32,17 +33,10 @@ from bench import _stack, surge  # noqa: E402
 pytestmark = [pytest.mark.slow, pytest.mark.worker, pytest.mark.faults]
 
 
-def _require(available: bool, what: str) -> None:
-    if not available:
-        if os.environ.get("REQUIRE_SERVICES") == "1":
-            pytest.fail(f"{what} is required (REQUIRE_SERVICES=1)")
-        pytest.skip(f"{what} is not installed")
-
-
 @pytest.fixture(scope="module")
 def services(tmp_path_factory, django_db_blocker):
-    _require(_stack.PrivatePostgres.available(), "PostgreSQL (initdb, pg_ctl)")
-    _require(_stack.PrivateRedis.available(), "redis-server")
+    require_service(_stack.PrivatePostgres.available(), "PostgreSQL (initdb, pg_ctl) is not installed")
+    require_service(_stack.PrivateRedis.available(), "redis-server is not installed")
     pg = _stack.PrivatePostgres(port=5433).init().start()
     redis = _stack.PrivateRedis(port=6380).start()
     logs = tmp_path_factory.mktemp("faults")

@@ -16,10 +16,9 @@ from pathlib import Path
 import pytest
 from django.test import Client, override_settings
 
+from tests.support.paths import ROOT
 from web.security import CHART_PAGE_CSP, DEFAULT_CSP, chart_page_csp, with_style_source
-from tests.researcher_data import owner  # noqa: F401  (pytest fixture)
 
-ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
