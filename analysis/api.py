@@ -26,7 +26,7 @@ from rest_framework.views import APIView
 from surveys.access import studies_visible_to, study_for_user
 from surveys.api import ApiAutoSchema, ErrorSerializer
 
-from . import exports, importers, selectors, services
+from . import exports, importers, runs, selectors
 from .models import AnalysisRun, ResultTable
 from .serializers import (
     AnalysisRunSerializer, ExportSerializer, GoldImportReportSerializer, GoldImportSerializer, ImportReportSerializer,
@@ -96,7 +96,7 @@ class RunList(_ThrottlePosts, generics.ListAPIView):
     @extend_schema(request=None, responses={202: RunCreatedSerializer})
     def post(self, request: Request, slug: str) -> Response:
         study = study_for_user(request.user, slug)
-        run = services.analysis_run_create(study=study, requested_by=request.user.get_username())
+        run = runs.analysis_run_create(study=study, requested_by=request.user.get_username())
         body = {"id": run.pk, "status": run.status, "status_url": reverse("api-run-detail", kwargs={"run_id": run.pk})}
         return Response(RunCreatedSerializer(body).data, status=status.HTTP_202_ACCEPTED)
 

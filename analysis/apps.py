@@ -4,3 +4,8 @@ from django.apps import AppConfig
 class AnalysisConfig(AppConfig):
     name = "analysis"
     verbose_name = "Analysis"
+
+    def ready(self) -> None:
+        # Register the Celery tasks in every process (web, commands, shells), not only in
+        # workers: analysis.runs sends them by their registered name.
+        from analysis import tasks  # noqa: F401

@@ -157,20 +157,31 @@ def strength_chart(bradley_terry: pd.DataFrame) -> dict[str, Any]:
     return _plain(figure)
 
 
-def results_figures(tables: dict[str, pd.DataFrame]) -> dict[str, dict[str, Any]]:
-    """Every figure the results page shows, keyed by a stable id."""
+def _region_maps(region_means: pd.DataFrame) -> dict[str, dict[str, Any]]:
+    return {f"map_{scenario}": regional_map(region_means, scenario=scenario)
+            for scenario in sorted(region_means["scenario"].dropna().unique())}
+
+
+# Figure key (as declared in analysis.registry) -> the function drawing it from its table.
+# A key ending in "_" draws several figures, keyed by that prefix.
+DRAWERS = {
+    "rating_means": lambda table: {"rating_means": rating_means_by_scenario(table)},
+    "win_grid": lambda table: {"win_grid": win_grid(table)},
+    "map_": _region_maps,
+    "position_bias": lambda table: {"position_bias": position_bias_chart(table)},
+    "strength": lambda table: {"strength": strength_chart(table)},
+}
+
+
+def results_figures(tables: dict[str, pd.DataFrame], figure_sources: list[tuple[str, str]]) -> dict[str, dict[str, Any]]:
+    """Every figure the results page shows, keyed by a stable id.
+
+    ``figure_sources`` lists (figure key, table name) in page order (the registry's ``figure_sources()``).
+    """
     figures: dict[str, dict[str, Any]] = {}
-    if "descriptives" in tables:
-        figures["rating_means"] = rating_means_by_scenario(tables["descriptives"])
-    if "win_table" in tables:
-        figures["win_grid"] = win_grid(tables["win_table"])
-    if "region_means" in tables:
-        for scenario in sorted(tables["region_means"]["scenario"].dropna().unique()):
-            figures[f"map_{scenario}"] = regional_map(tables["region_means"], scenario=scenario)
-    if "position_bias" in tables:
-        figures["position_bias"] = position_bias_chart(tables["position_bias"])
-    if "bradley_terry" in tables:
-        figures["strength"] = strength_chart(tables["bradley_terry"])
+    for key, table_name in figure_sources:
+        if table_name in tables:
+            figures.update(DRAWERS[key](tables[table_name]))
     return figures
 
 

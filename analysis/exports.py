@@ -16,9 +16,8 @@ from typing import Any
 
 from django.db.models import Count, Q
 
-from analysis import stats
+from analysis import registry
 from analysis.models import AnalysisRun
-from analysis.pipeline import SENSITIVITY_ANALYSES
 from analysis.regions import region_of
 from analysis.selectors import analysis_run_latest_done, participant_results, result_table_frame, result_table_names
 from surveys.models import Participant, Rating, Study
@@ -157,19 +156,13 @@ def ratings_rows(run: AnalysisRun) -> Rows:
 
 EXPORTS: dict[str, Export] = {
     "participants": Export("participants.csv", participants_rows, "participants with quality metrics (pseudonyms)"),
-    "filter-flow": Export("filter_flow.csv", table_rows("filter_flow"), "the exclusion flow"),
-    "filter-flow-by-gender": Export(
-        "filter_flow_by_gender.csv", table_rows("filter_flow_by_gender"), "the exclusion flow per gender"
-    ),
     "identifiers": Export("identifiers.csv", identifiers_rows, "panel ids for paying/rejecting (restricted)"),
     "ratings": Export("ratings.csv", ratings_rows, "cleaned ratings of retained participants"),
 }
-# Every statistics table of a run, exported under its own name (win_table.csv, ttests.csv, ...).
-RESULT_TABLE_NAMES = [
-    *stats.ANALYSES, *(f"sensitivity_{name}" for name in SENSITIVITY_ANALYSES), "rater_judge",
-]
-for _name in RESULT_TABLE_NAMES:
-    EXPORTS[_name.replace("_", "-")] = Export(f"{_name}.csv", table_rows(_name), f"result table {_name}")
+# Every result table of the registry, exported under its own name (win_table.csv, ttests.csv, ...).
+for _analysis in registry.REGISTERED:
+    EXPORTS[_analysis.name.replace("_", "-")] = Export(_analysis.filename, table_rows(_analysis.name),
+                                                       _analysis.description)
 
 
 def result_exports_of(run: AnalysisRun) -> list[str]:

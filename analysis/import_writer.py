@@ -8,7 +8,9 @@ linked with numpy instead of reading ids back. PostgreSQL gets one binary
 from __future__ import annotations
 
 import itertools
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -20,8 +22,17 @@ from analysis.csv_columns import run_codes
 from surveys.models import BlockVisit, ItemPlacement, Participant, Rating, Study
 from surveys.pseudonyms import pseudonym_for
 
-if TYPE_CHECKING:
-    from analysis.importers import _ParsedParticipant
+
+@dataclass
+class ParsedParticipant:
+    """One valid row of participants.csv, as the importer read it and this module writes it."""
+
+    line: int
+    external_id: str
+    started_at: datetime
+    finished_at: datetime | None
+    attention_passed: bool | None
+    demographics: dict[str, str]
 
 
 def _utc_times(micros: Any) -> pd.Series:
@@ -90,7 +101,7 @@ def _with_field_defaults(model: type[Model], frame: pd.DataFrame) -> pd.DataFram
     return frame.assign(**missing)
 
 
-def _participant_rows(study: Study, new: list[_ParsedParticipant], rows: pd.DataFrame) -> pd.DataFrame:
+def _participant_rows(study: Study, new: list[ParsedParticipant], rows: pd.DataFrame) -> pd.DataFrame:
     """The Participant rows of an import (ids included), one per new participant."""
     n_blocks = rows.groupby("external", observed=True)["block_id"].nunique()
     last_us = rows[["started", "submitted"]].max(axis=1).groupby(rows["external"], observed=True).max()
@@ -141,7 +152,7 @@ def skip_foreign_key_triggers() -> bool:
         return False
 
 
-def write(study: Study, new: list[_ParsedParticipant], rows: pd.DataFrame) -> tuple[int, int, int]:
+def write(study: Study, new: list[ParsedParticipant], rows: pd.DataFrame) -> tuple[int, int, int]:
     """Insert the new participants with their visits, placements and ratings; returns the three counts.
 
     Every id is known before anything is written (``new_ids``), so rows are

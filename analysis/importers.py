@@ -29,6 +29,7 @@ import pandas as pd
 from django.db import transaction
 
 from analysis import import_writer
+from analysis.import_writer import ParsedParticipant
 from analysis.csv_columns import Column, Upload, columns_exact, columns_fast, pack, parse_times, text_view
 from analysis.iso_times import parse_time
 from analysis.models import GoldScore
@@ -240,18 +241,8 @@ def _band_bounds(band: str) -> tuple[float, float] | None:
     return None
 
 
-@dataclass
-class _ParsedParticipant:
-    line: int
-    external_id: str
-    started_at: datetime
-    finished_at: datetime | None
-    attention_passed: bool | None
-    demographics: dict[str, str]
-
-
-def _read_participants(file: IO, name: str, study: Study, problems: _Problems) -> dict[str, _ParsedParticipant]:
-    parsed: dict[str, _ParsedParticipant] = {}
+def _read_participants(file: IO, name: str, study: Study, problems: _Problems) -> dict[str, ParsedParticipant]:
+    parsed: dict[str, ParsedParticipant] = {}
     table = _rows(file, name, PARTICIPANT_CSV_COLUMNS, [], problems)
     if table is None:
         return parsed
@@ -300,7 +291,7 @@ def _read_participants(file: IO, name: str, study: Study, problems: _Problems) -
                 bad(key, str(exc))
                 ok = False
         if ok:
-            parsed[external_id] = _ParsedParticipant(
+            parsed[external_id] = ParsedParticipant(
                 line, external_id, times["started_at"], times["finished_at"], attention, demographics
             )
         else:
@@ -390,7 +381,7 @@ def _ratings_columns(file: IO, name: str, problems: _Problems) -> tuple[list[str
 
 
 def _read_ratings(
-    file: IO, name: str, study: Study, participants: dict[str, _ParsedParticipant], problems: _Problems
+    file: IO, name: str, study: Study, participants: dict[str, ParsedParticipant], problems: _Problems
 ) -> pd.DataFrame:
     """The valid rows of ratings.csv as a frame; every problem goes to ``problems``.
 

@@ -10,7 +10,7 @@ from rest_framework.views import APIView
 
 from surveys.access import study_for_user
 
-from . import metrics_run, selectors, services
+from . import metrics_run, runs, selectors
 from .metrics import ENCODER_NAME, MetricsUnavailable
 from .models import MetricsRun
 
@@ -56,7 +56,7 @@ class MetricsRuns(APIView):
     @extend_schema(request=None, responses={202: MetricsRunSerializer})
     def post(self, request: Request, slug: str) -> Response:
         study = study_for_user(request.user, slug)
-        run = services.metrics_run_create(study=study, requested_by=request.user.get_username())
+        run = runs.metrics_run_create(study=study, requested_by=request.user.get_username())
         run.refresh_from_db()
         body = MetricsRunSerializer(run).data
         reason = metrics_run.unavailable_reason()

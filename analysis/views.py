@@ -1,7 +1,7 @@
 """Researcher pages: study list, live dashboard, analysis runs, results, exports, imports.
 
 Every view resolves the study through ``study_for_user`` (404 for a study the
-user may not see) and stays thin: reads come from selectors, writes from services.
+user may not see) and stays thin: reads come from selectors, writes from services (``runs`` for runs).
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_POST
 
-from web.security import chart_page_csp
 from surveys.access import studies_visible_to, study_for_user
 from surveys.monitoring import dashboard_snapshot
+from web.security import chart_page_csp
 
-from . import charts, exports, importers, metrics_run, selectors, services
+from . import charts, exports, importers, metrics_run, registry, runs, selectors
 from .forms import GoldImportForm, ResponsesImportForm
 from .metrics import INSTALL_HINT, MetricsUnavailable
 from .models import AnalysisRun, MetricsRun
@@ -44,7 +44,7 @@ def _run_context(study) -> dict:
         frame = selectors.result_table_frame(run=run, name="filter_flow")
         if frame is not None:
             flow = {"columns": list(frame.columns), "rows": frame.astype(object).where(frame.notna(), "").values.tolist()}
-    return {"study": study, "run": run, "flow": flow}
+    return {"study": study, "run": run, "flow": flow, "waiting": runs.run_waiting_reason(run) if run else ""}
 
 
 @login_required
@@ -68,7 +68,7 @@ def dashboard_data(request: HttpRequest, slug: str) -> JsonResponse:
 @require_POST
 def run_start(request: HttpRequest, slug: str) -> HttpResponse:
     study = study_for_user(request.user, slug)
-    services.analysis_run_create(study=study, requested_by=request.user.get_username())
+    runs.analysis_run_create(study=study, requested_by=request.user.get_username())
     return redirect("researcher:dashboard", slug=study.slug)
 
 
@@ -77,36 +77,9 @@ def run_status(request: HttpRequest, slug: str, run_id: int) -> JsonResponse:
     study = study_for_user(request.user, slug)
     run = get_object_or_404(AnalysisRun, study=study, pk=run_id)
     return JsonResponse({"id": run.pk, "status": run.status, "step": run.step, "error": run.error,
-                         "created_at": run.created_at, "finished_at": run.finished_at})
+                         "failures": run.failures, "created_at": run.created_at, "finished_at": run.finished_at})
 
 
-RESULT_SECTIONS = [
-    ("filter_flow", "Exclusion flow"),
-    ("filter_flow_by_gender", "Exclusion flow per gender"),
-    ("win_table", "Win table (zero-shot vs fine-tuned, reference points)"),
-    ("win_summary", "Win table summary per scenario"),
-    ("descriptives", "Descriptives: mean, SD, n, 95% CI"),
-    ("ttests", "Group comparisons (Welch t-tests, Holm within grouping x level)"),
-    ("anova", "Regional one-way ANOVA"),
-    ("welch_anova", "Regional Welch ANOVA"),
-    ("games_howell", "Games-Howell follow-ups"),
-    ("kruskal", "Kruskal-Wallis"),
-    ("region_means", "Mean rating per region (the maps)"),
-    ("wilcoxon", "Paired zero-shot vs fine-tuned (Wilcoxon signed-rank)"),
-    ("rank_summary", "Mean ranks"),
-    ("friedman", "Friedman test per block"),
-    ("bradley_terry", "Plackett-Luce strength per system"),
-    ("best_worst", "Best-worst scores"),
-    ("agreement", "Krippendorff's alpha"),
-    ("rater_loo", "Rater vs leave-one-out mean"),
-    ("rater_judge", "Raters vs the LLM judge (gold scores)"),
-    ("mixed_model", "Mixed-effects model"),
-    ("ordinal_model", "Ordinal (cumulative logit) model"),
-    ("position_bias", "Position bias"),
-    ("sensitivity_ttests", "Sensitivity: t-tests with and without the straight-lining rule"),
-    ("sensitivity_win_table", "Sensitivity: win table with and without the straight-lining rule"),
-    ("sensitivity_anova", "Sensitivity: regional ANOVA with and without the straight-lining rule"),
-]
 LEVELS = ("participant", "rating")
 
 
@@ -127,12 +100,15 @@ def results(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
         level = "participant"
     frames = selectors.result_tables(run=run)
     sections = [
-        {"name": name, "title": title, **_table_for_display(frames[name], level=level)}
-        for name, title in RESULT_SECTIONS if name in frames
+        {"key": key, "heading": heading, "tables": [
+            {"name": a.name, "title": a.title, **_table_for_display(frames[a.name], level=level)} for a in analyses
+        ]}
+        for key, heading, analyses in registry.sections(frames)
     ]
     return render(request, "researcher/results.html", {
         "study": study, "run": run, "sections": sections, "level": level, "levels": LEVELS,
-        "figures": charts.results_figures(frames), **_metrics_context(study),
+        "failures": sorted(run.failures.items()),
+        "figures": charts.results_figures(frames, registry.figure_sources()), **_metrics_context(study),
     })
 
 
@@ -222,17 +198,13 @@ def table_csv(request: HttpRequest, slug: str, run_id: int, name: str) -> HttpRe
     return _csv_response(_frame_lines(frame), f"{name}.csv")
 
 
-FIGURE_SOURCES = {"rating_means": "descriptives", "win_grid": "win_table", "position_bias": "position_bias",
-                  "strength": "bradley_terry"}
-
-
 @login_required
 def figure_csv(request: HttpRequest, slug: str, run_id: int, key: str) -> HttpResponse:
     """The data behind one figure of the results page."""
     study = study_for_user(request.user, slug)
     run = get_object_or_404(AnalysisRun, study=study, pk=run_id, status=AnalysisRun.Status.DONE)
-    table_name = "region_means" if key.startswith("map_") else FIGURE_SOURCES.get(key)
-    frame = selectors.result_table_frame(run=run, name=table_name) if table_name else None
+    source = registry.figure_source(key)
+    frame = selectors.result_table_frame(run=run, name=source.name) if source else None
     if frame is None:
         raise Http404("No such figure")
     if key.startswith("map_"):
@@ -287,7 +259,7 @@ def metrics_page(request: HttpRequest, slug: str) -> HttpResponse:
 @require_POST
 def metrics_start(request: HttpRequest, slug: str) -> HttpResponse:
     study = study_for_user(request.user, slug)
-    services.metrics_run_create(study=study, requested_by=request.user.get_username())
+    runs.metrics_run_create(study=study, requested_by=request.user.get_username())
     return redirect("researcher:metrics", slug=study.slug)
 
 

@@ -2,7 +2,7 @@
 
 Steps: generate DESIGN 3.1 CSVs (bench/generate.py), import them into the
 TIDE study (``responses_import`` + ``gold_import``), build the frames,
-apply the quality rules, run every analysis of ``stats.ANALYSES`` on the
+apply the quality rules, run every analysis of ``registry.ANALYSES`` on the
 retained participants plus the sensitivity variants and the rater-judge
 agreement (what ``pipeline.compute_statistics`` runs). Each step prints its
 wall time and peak memory. The floor does the paper's path directly on
@@ -229,14 +229,9 @@ def run_import(report: Report, study, paths: dict[str, Path], fk_triggers: str) 
 
 
 def platform(report: Report, study, thresholds: dict) -> dict[str, Any]:
-    from django.conf import settings
     from django.db.models.signals import pre_init
 
-    from analysis import frames, pipeline, quality, stats
-
-    options = pipeline.model_options(
-        model_max_rows=settings.ANALYSIS_MODEL_MAX_ROWS, bootstrap_samples=settings.ANALYSIS_BOOTSTRAP_SAMPLES
-    )
+    from analysis import frames, pipeline, quality, registry
 
     created = []
 
@@ -260,22 +255,16 @@ def platform(report: Report, study, thresholds: dict) -> dict[str, Any]:
         enriched = participants.merge(
             result.participants.drop(columns=["duration_minutes", "attention_failures"]), on="participant_id"
         )
-        kept_ratings, kept_participants = pipeline.retained(ratings, enriched)
-        step.note = f"{len(kept_participants)} retained, {len(kept_ratings)} ratings"
+        inputs = pipeline.statistics_inputs(ratings, enriched, gold)
+        step.note = f"{len(inputs.kept['participants'])} retained, {len(inputs.kept['ratings'])} ratings"
 
     tables = {}
-    for name in stats.ANALYSES:
-        with report.step(f"analysis: {name}") as step:
-            tables[name] = pipeline._call(name, kept_ratings, kept_participants, options)
-            notes = sorted({n for n in tables[name].get("note", pd.Series(dtype=object)).dropna() if n})
+    options = pipeline.options_from_settings(registry.REGISTERED)
+    for analysis in registry.statistics_analyses():
+        with report.step(f"analysis: {analysis.name}") as step:
+            tables[analysis.name] = pipeline.compute_table(analysis, inputs, options)
+            notes = sorted({n for n in tables[analysis.name].get("note", pd.Series(dtype=object)).dropna() if n})
             step.note = "; ".join(notes)[:150]
-    loose_ratings, loose_participants = pipeline.retained(ratings, enriched, keep_rules=("straightlining",))
-    for name in pipeline.SENSITIVITY_ANALYSES:
-        extra = (loose_participants,) if "participants" in stats.ANALYSIS_INPUTS[name] else ()
-        with report.step(f"analysis: sensitivity_{name}"):
-            tables[f"sensitivity_{name}"] = stats.sensitivity(stats.ANALYSES[name], kept_ratings, loose_ratings, *extra)
-    with report.step("analysis: rater_judge") as step:
-        tables["rater_judge"] = stats.rater_judge_agreement(kept_ratings, gold)
     return {"tables": tables, "quality": result.participants, "orm_objects": orm_objects}
 
 
@@ -501,10 +490,10 @@ def main() -> None:
     thresholds = dict(study.quality_thresholds) if hasattr(study, "quality_thresholds") else study_thresholds(study)
 
     print(f"platform (load average {load()}):")
-    from analysis import stats
+    from analysis import registry
 
     for name in args.skip:
-        stats.ANALYSES.pop(name, None)
+        registry.ANALYSES.pop(name, None)
     platform_out = platform(report, study, thresholds)
     floor_out = run_floor(report, paths, thresholds)
     differences = check_same(platform_out, floor_out)

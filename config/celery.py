@@ -17,20 +17,20 @@ app.autodiscover_tasks()
 class RequeueStaleRuns(bootsteps.StartStopStep):
     """Each time the worker's consumer (re)connects to the broker, send the runs
     still queued: their first message may have been lost to a broker outage
-    (analysis.services.analysis_run_enqueue), or their worker was killed."""
+    (analysis.runs.run_enqueue), or their worker was killed."""
 
     requires = {"celery.worker.consumer.tasks:Tasks"}
 
     def start(self, consumer) -> None:
-        from analysis.services import analysis_runs_requeue
+        from analysis.runs import runs_requeue
 
         try:
-            sent = analysis_runs_requeue(include_running=True)
+            sent = runs_requeue(include_running=True)
         except Exception:  # noqa: BLE001 - a database hiccup must not stop the worker
-            logger.exception("could not re-send queued analysis runs")
+            logger.exception("could not re-send queued runs")
             return
-        if sent:
-            logger.info("re-sent analysis runs %s", sent)
+        if any(sent.values()):
+            logger.info("re-sent runs %s", sent)
 
 
 app.steps["consumer"].add(RequeueStaleRuns)

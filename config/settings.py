@@ -220,8 +220,9 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 # Celery: no broker means tasks run in-process, so the embedded default needs
 # no extra service. Only JSON crosses the wire.
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "")
-if CELERY_BROKER_URL and not CELERY_BROKER_URL.startswith(("redis://", "rediss://", "amqp://")):
-    raise ImproperlyConfigured(f"CELERY_BROKER_URL={CELERY_BROKER_URL!r}: use redis://host:port/db")
+if CELERY_BROKER_URL and not CELERY_BROKER_URL.startswith(("redis://", "rediss://", "amqp://", "filesystem://")):
+    raise ImproperlyConfigured(
+        f"CELERY_BROKER_URL={CELERY_BROKER_URL!r}: use redis://host:port/db (or filesystem:// for one machine)")
 CELERY_TASK_ALWAYS_EAGER = not CELERY_BROKER_URL
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_RESULT_BACKEND = None
@@ -236,8 +237,28 @@ CELERY_TASK_SOFT_TIME_LIMIT = CELERY_TASK_TIME_LIMIT - 5
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # How long a running analysis attempt owns its run before another delivery may take over.
 ANALYSIS_RUN_LEASE_SECONDS = env_int("ANALYSIS_RUN_LEASE_SECONDS", CELERY_TASK_TIME_LIMIT + 30, minimum=5)
-# Enqueueing must not hang a request while the broker is down.
-CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 2, "socket_timeout": 5, "max_retries": 1}
+# Enqueueing must not hang a request while the broker is down: one immediate retry
+# (kombu waits interval_start seconds before it, 2 by default), then the run stays
+# queued and is sent again when a worker reconnects.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 2, "socket_timeout": 5, "max_retries": 1,
+                                   "interval_start": 0}
+if CELERY_BROKER_URL.startswith("filesystem://"):
+    # The embedded default's broker (bin/run): message files in a folder, no server; the
+    # worker bin/run starts reads them, so no run is computed inside a web request.
+    CELERY_FILESYSTEM_FOLDER = Path(os.environ.get("CELERY_FILESYSTEM_FOLDER", BASE_DIR / "var" / "celery-queue"))
+    CELERY_FILESYSTEM_FOLDER.mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(CELERY_FILESYSTEM_FOLDER), "data_folder_out": str(CELERY_FILESYSTEM_FOLDER),
+        "control_folder": str(CELERY_FILESYSTEM_FOLDER / "control"), "store_processed": False,
+    }
+    # The filesystem transport has no fan-out for remote control; the worker must not ask for it.
+    CELERY_WORKER_ENABLE_REMOTE_CONTROL = False
+# A run whose workers died this many times is failed with a message instead of retried again.
+ANALYSIS_RUN_MAX_ATTEMPTS = env_int("ANALYSIS_RUN_MAX_ATTEMPTS", 3, minimum=1)
+# Celery beat (``celery worker -B`` in bin/run, or ``celery beat``) sends stale runs again.
+CELERY_BEAT_SCHEDULE = {
+    "requeue-stale-runs": {"task": "analysis.requeue_stale_runs", "schedule": 60.0},
+}
 
 # The slow analyses (mixed and ordinal models, Plackett-Luce bootstrap) fit on a
 # documented subsample; their tables say so in their note column.

@@ -17,10 +17,8 @@ import pytest
 from django.core.cache import cache
 from rest_framework.authtoken.models import Token
 
-# Imported before any test narrows stats.ANALYSES: the export registry is built from it at import.
-import analysis.exports  # noqa: F401
 from tests.support.paths import FIXTURES
-from tests.support.researcher import QUICK_ANALYSES, fill_with_bots, finished_run, make_user
+from tests.support.researcher import QUICK_ANALYSES, fill_with_bots, finished_run, make_user, narrow_analyses
 from tests.support.studies import load_fixture
 from tests.support.survey_steps import SurveySteps
 
@@ -95,10 +93,7 @@ def filled(study):
 
 @pytest.fixture
 def quick_stats(monkeypatch):
-    from analysis import pipeline, stats
-
-    monkeypatch.setattr(stats, "ANALYSES", {name: stats.ANALYSES[name] for name in QUICK_ANALYSES})
-    monkeypatch.setattr(pipeline, "SENSITIVITY_ANALYSES", ("win_table",))
+    narrow_analyses(monkeypatch, (*QUICK_ANALYSES, "sensitivity_win_table"))
 
 
 @pytest.fixture

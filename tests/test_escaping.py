@@ -90,15 +90,14 @@ def test_csv_exports_neutralise_formulas():
 def test_participant_export_prefixes_formula_demographics(db, tide):
     from analysis.exports import export_lines
     from analysis.models import AnalysisRun
-    from analysis.services import analysis_run_claim
-    from analysis.tasks import analysis_run_execute
+    from analysis import runs
     from bots.drive import run_with_services
     from bots.personas import Persona
 
     run_with_services(persona=Persona(), study=tide, seed=3)
     Participant.objects.filter(study=tide).update(gender=FORMULA, education="+cmd|' /C calc'!A0")
     run = AnalysisRun.objects.create(study=tide, thresholds=tide.quality_thresholds)
-    analysis_run_execute(run, analysis_run_claim(run_id=run.pk).attempt)
+    runs.run_execute(kind=runs.ANALYSIS, run_id=run.pk, attempt=runs.run_claim(kind=runs.ANALYSIS, run_id=run.pk).attempt)
     run.refresh_from_db()
     assert run.status == "done", run.error
     lines = list(export_lines(run=run, what="participants"))

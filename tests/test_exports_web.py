@@ -10,7 +10,7 @@ import pytest
 
 from surveys.models import Participant
 from tests.support.downloads import csv_rows, response_bytes
-from tests.support.researcher import QUICK_ANALYSES, finished_run
+from tests.support.researcher import QUICK_ANALYSES, finished_run, narrow_analyses
 
 # DESIGN 3.3: the tables a paper needs, plus the codebook of every column.
 PAPER_FILES = {"filter_flow.csv", "participants.csv", "ratings.csv", "win_table.csv", "ttests.csv", "anova.csv",
@@ -20,11 +20,7 @@ PAPER_FILES = {"filter_flow.csv", "participants.csv", "ratings.csv", "win_table.
 @pytest.fixture
 def paper_stats(monkeypatch):
     """The quick analyses plus the t-tests and ANOVA of DESIGN 3.3."""
-    from analysis import pipeline, stats
-
-    wanted = (*QUICK_ANALYSES, "ttests", "anova")
-    monkeypatch.setattr(stats, "ANALYSES", {name: stats.ANALYSES[name] for name in wanted})
-    monkeypatch.setattr(pipeline, "SENSITIVITY_ANALYSES", ())
+    narrow_analyses(monkeypatch, (*QUICK_ANALYSES, "ttests", "anova"))
 
 
 def test_a_value_that_would_be_a_spreadsheet_formula_is_quoted(client, owner, filled, quick_stats):

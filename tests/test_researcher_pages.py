@@ -11,9 +11,9 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test.utils import CaptureQueriesContext
 from django.db import connection
 
-from analysis import selectors
+from analysis import registry, selectors
 from analysis.models import AnalysisRun
-from analysis.views import RESULT_SECTIONS
+
 from surveys.models import ConsentDecline, Participant, Rating
 from tests.support.researcher import PASSWORD, fill_with_bots, finished_run
 from tests.support.response_files import base_participants, base_ratings, csv_text
@@ -118,7 +118,7 @@ def test_the_results_page_shows_every_table_of_a_full_run_and_the_figures(owner_
 
 def test_the_results_page_renders_the_runs_tables_and_maps(owner_client, done_run):
     page = owner_client.get(f"/studies/{done_run.study.slug}/runs/{done_run.pk}/").content.decode()
-    shown = [name for name, _ in RESULT_SECTIONS if name in selectors.result_table_names(run=done_run)]
+    shown = [a.name for a in registry.REGISTERED if a.name in selectors.result_table_names(run=done_run)]
     assert shown and all(f'id="t-{name}"' in page for name in shown)
     figures = figures_of(page)
     choropleth = figures[next(key for key in figures if key.startswith("map_"))]["data"][0]

@@ -8,10 +8,10 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from analysis import quality, services
+from analysis import quality, runs
 from analysis.models import AnalysisRun, ParticipantResult, ResultTable
 from analysis.selectors import analysis_run_latest_done, result_table_frame
-from analysis.tasks import analysis_run_execute, run_analysis
+from analysis.tasks import run_analysis
 from config.celery import app
 from tests.support.quality_data import planted_import, planted_population
 
@@ -31,6 +31,14 @@ def small_study(tide):
     return tide
 
 
+def claim_run(run_id: int) -> runs.Claim:
+    return runs.run_claim(kind=runs.ANALYSIS, run_id=run_id)
+
+
+def execute(run: AnalysisRun, attempt: int) -> None:
+    runs.run_execute(kind=runs.ANALYSIS, run_id=run.pk, attempt=attempt)
+
+
 def queued_run(study) -> AnalysisRun:
     return AnalysisRun.objects.create(study=study, thresholds=study.quality_thresholds)
 
@@ -39,7 +47,7 @@ def test_creating_a_run_copies_the_thresholds_and_runs_it_after_commit(small_stu
     small_study.duration_min_minutes = 9.0
     small_study.save()
     with django_capture_on_commit_callbacks(execute=True) as callbacks:
-        run = services.analysis_run_create(study=small_study, requested_by="alice")
+        run = runs.analysis_run_create(study=small_study, requested_by="alice")
         assert AnalysisRun.objects.get(pk=run.pk).status == "queued"  # nothing runs before the commit
     assert len(callbacks) == 1
     run.refresh_from_db()
@@ -53,9 +61,9 @@ def test_creating_a_run_copies_the_thresholds_and_runs_it_after_commit(small_stu
 
 def test_the_claim_takes_a_queued_run_once(small_study):
     run = queued_run(small_study)
-    first = services.analysis_run_claim(run_id=run.pk)
+    first = claim_run(run.pk)
     assert (first.attempt, first.status) == (1, "running")
-    second = services.analysis_run_claim(run_id=run.pk)
+    second = claim_run(run.pk)
     assert second.attempt is None and second.retry_in is not None and second.retry_in > 0
     run.refresh_from_db()
     assert run.attempts == 1 and run.started_at is not None
@@ -64,17 +72,17 @@ def test_the_claim_takes_a_queued_run_once(small_study):
 def test_the_claim_takes_over_a_running_run_whose_lease_expired(small_study, settings):
     settings.ANALYSIS_RUN_LEASE_SECONDS = 60
     run = queued_run(small_study)
-    services.analysis_run_claim(run_id=run.pk)
+    claim_run(run.pk)
     AnalysisRun.objects.filter(pk=run.pk).update(started_at=timezone.now() - timedelta(seconds=61))
-    claim = services.analysis_run_claim(run_id=run.pk)
+    claim = claim_run(run.pk)
     assert claim.attempt == 2
 
 
 def test_the_claim_leaves_finished_and_missing_runs_alone(small_study):
     run = queued_run(small_study)
     assert run_analysis(run.pk) == "done"
-    assert services.analysis_run_claim(run_id=run.pk) == services.Claim(attempt=None, status="done")
-    assert services.analysis_run_claim(run_id=run.pk + 1000).status == "missing"
+    assert claim_run(run.pk) == runs.Claim(attempt=None, status="done")
+    assert claim_run(run.pk + 1000).status == "missing"
 
 
 def test_a_second_delivery_of_the_same_message_does_nothing(small_study):
@@ -91,9 +99,9 @@ def test_a_second_delivery_of_the_same_message_does_nothing(small_study):
 def test_a_retried_attempt_overwrites_the_results_of_the_dead_one(small_study, settings):
     settings.ANALYSIS_RUN_LEASE_SECONDS = 60
     run = queued_run(small_study)
-    first = services.analysis_run_claim(run_id=run.pk)
+    first = claim_run(run.pk)
     # The first attempt persisted its results and then died before finishing.
-    analysis_run_execute(run, first.attempt)
+    execute(run, first.attempt)
     AnalysisRun.objects.filter(pk=run.pk).update(status="running", finished_at=None, started_at=timezone.now() - timedelta(hours=1))
     assert run_analysis(run.pk) == "done"
     run.refresh_from_db()
@@ -107,10 +115,10 @@ def test_a_retried_attempt_overwrites_the_results_of_the_dead_one(small_study, s
 def test_a_superseded_attempt_writes_nothing_and_does_not_finish_the_run(small_study, settings):
     settings.ANALYSIS_RUN_LEASE_SECONDS = 60
     run = queued_run(small_study)
-    services.analysis_run_claim(run_id=run.pk)
+    claim_run(run.pk)
     AnalysisRun.objects.filter(pk=run.pk).update(started_at=timezone.now() - timedelta(hours=1))
-    services.analysis_run_claim(run_id=run.pk)  # attempt 2 takes over
-    analysis_run_execute(run, 1)  # the old attempt wakes up
+    claim_run(run.pk)  # attempt 2 takes over
+    execute(run, 1)  # the old attempt wakes up
     run.refresh_from_db()
     assert (run.status, run.attempts) == ("running", 2)
     assert not ParticipantResult.objects.filter(run=run).exists()
@@ -146,3 +154,191 @@ def test_the_command_runs_the_analysis_in_process_without_a_broker(small_study, 
     call_command("run_analysis", "--study", "tide", "--wait", "--timeout", "60")
     out = capsys.readouterr().out
     assert "done" in out and f"{small_study.participants.count()} participant(s)" in out
+
+
+def test_an_attempt_whose_lease_expired_during_the_statistics_cannot_overwrite_the_newer_attempts_tables(
+        small_study, settings, monkeypatch):
+    """The statistics step is the longest: a worker may lose its lease in it, and must then write nothing."""
+    from analysis import pipeline
+
+    settings.ANALYSIS_RUN_LEASE_SECONDS = 60
+    run = queued_run(small_study)
+    real_statistics = pipeline.compute_statistics
+    calls = []
+
+    def statistics_while_another_attempt_takes_over(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            # Attempt 1 is computing; its lease runs out and a redelivery (attempt 2) does the whole run.
+            AnalysisRun.objects.filter(pk=run.pk).update(started_at=timezone.now() - timedelta(hours=1))
+            assert run_analysis(run.pk) == "done"
+            stale = real_statistics(*args, **kwargs)
+            stale.tables["win_table"] = stale.tables["win_table"].assign(winner="stale attempt")
+            stale.tables["stale_only"] = stale.tables["win_table"]
+            return stale
+        return real_statistics(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "compute_statistics", statistics_while_another_attempt_takes_over)
+    assert run_analysis(run.pk) == "done"  # attempt 1 ends: superseded, it leaves the run as attempt 2 left it
+    run.refresh_from_db()
+    assert (run.status, run.attempts, len(calls)) == ("done", 2, 2)
+    assert "stale attempt" not in set(result_table_frame(run=run, name="win_table")["winner"])
+    assert not ResultTable.objects.filter(run=run, name="stale_only").exists()
+
+
+def test_persisting_tables_checks_that_the_attempt_still_owns_the_run(small_study, settings):
+    settings.ANALYSIS_RUN_LEASE_SECONDS = 60
+    run = queued_run(small_study)
+    first = claim_run(run.pk)
+    AnalysisRun.objects.filter(pk=run.pk).update(started_at=timezone.now() - timedelta(hours=1))
+    second = claim_run(run.pk)
+    table = {"win_table": quality.pd.DataFrame({"x": [1]})}
+    with pytest.raises(runs.RunSuperseded):
+        runs.run_tables_persist(kind=runs.ANALYSIS, run_id=run.pk, attempt=first.attempt, tables=table)
+    assert not ResultTable.objects.filter(run=run).exists()
+    runs.run_tables_persist(kind=runs.ANALYSIS, run_id=run.pk, attempt=second.attempt, tables=table)
+    assert ResultTable.objects.filter(run=run, name="win_table").count() == 1
+
+
+def test_an_analysis_that_raises_is_recorded_on_the_run_and_the_other_tables_stand(small_study, monkeypatch):
+    from dataclasses import replace
+
+    from analysis import registry
+
+    def broken(ratings, **kwargs):
+        return ratings["no such column"]
+
+    monkeypatch.setattr(registry, "ANALYSES", {
+        "descriptives": registry.ANALYSES["descriptives"],
+        "win_table": replace(registry.ANALYSES["win_table"], function=broken),
+    })
+    run = queued_run(small_study)
+    assert run_analysis(run.pk) == "done"
+    run.refresh_from_db()
+    assert set(run.failures) == {"win_table"} and run.failures["win_table"].startswith("KeyError: ")
+    assert result_table_frame(run=run, name="descriptives") is not None
+    assert result_table_frame(run=run, name="win_table") is None  # no quiet "could not run" row instead
+
+
+@pytest.mark.slow  # with the metrics stack installed, the metrics run really computes
+def test_a_metrics_run_is_requeued_like_an_analysis_run(small_study):
+    from analysis.models import MetricsRun
+
+    analysis_run = queued_run(small_study)
+    metrics_run = MetricsRun.objects.create(study=small_study)
+    assert runs.runs_requeue() == {"run": [analysis_run.pk], "metrics run": [metrics_run.pk]}
+    analysis_run.refresh_from_db()
+    metrics_run.refresh_from_db()
+    assert (analysis_run.status, analysis_run.attempts) == ("done", 1)
+    # Without the optional stack the run fails with the install hint; with it, it is done.
+    assert metrics_run.attempts == 1 and metrics_run.status in {"done", "failed"}
+    assert metrics_run.status == "done" or "pip install" in metrics_run.error
+
+
+def test_a_request_for_a_run_identical_to_a_queued_one_gets_that_run(small_study):
+    first = runs.analysis_run_create(study=small_study, requested_by="alice")  # on_commit does not fire here: queued
+    again = runs.analysis_run_create(study=small_study, requested_by="bob")
+    assert again.pk == first.pk and AnalysisRun.objects.filter(study=small_study).count() == 1
+    small_study.duration_min_minutes = 9.0
+    small_study.save()
+    other = runs.analysis_run_create(study=small_study, requested_by="alice")  # other thresholds: another run
+    assert other.pk != first.pk
+    assert runs.metrics_run_create(study=small_study).pk == runs.metrics_run_create(study=small_study).pk
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as probe:  # a port nothing listens on: a broker that is down
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture
+def broker_down(settings):
+    """Tasks are sent for real, to a broker that is down (so every send fails and runs stay queued)."""
+    previous = (app.conf.task_always_eager, app.conf.broker_url, app._pool, app.amqp._producer_pool)
+    settings.CELERY_TASK_ALWAYS_EAGER = app.conf.task_always_eager = False
+    app.conf.broker_url = f"redis://127.0.0.1:{_closed_port()}/0"
+    app._pool = app.amqp._producer_pool = None  # connect anew, to the new URL
+    yield
+    app.conf.task_always_eager, app.conf.broker_url, app._pool, app.amqp._producer_pool = previous
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_requests_for_the_same_run_queue_it_once(tide, broker_down):
+    from tests.test_flow_concurrency import _in_threads
+
+    ids = _in_threads(6, lambda i: runs.analysis_run_create(study=tide, requested_by=f"user{i}").pk)
+    assert len(set(ids)) == 1
+    assert list(AnalysisRun.objects.filter(study=tide).values_list("status", flat=True)) == ["queued"]
+
+
+def test_starting_a_run_with_the_broker_down_answers_at_once_and_leaves_the_run_queued():
+    """run_enqueue must not sleep between its retries (kombu's default waits 2 s); a fresh process, as a web worker."""
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "import time, django; django.setup(); import analysis.tasks; from analysis import runs\n"
+        "for kind in runs.KINDS:\n"
+        "    began = time.perf_counter(); sent = runs.run_enqueue(kind=kind, run_id=1)\n"
+        "    print(kind.label, sent, round(time.perf_counter() - began, 3))\n"
+    )
+    env = {**os.environ, "CELERY_BROKER_URL": f"redis://127.0.0.1:{_closed_port()}/0",
+           "DJANGO_SETTINGS_MODULE": "config.settings"}
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    lines = [line.rsplit(" ", 2) for line in out.stdout.splitlines()]
+    assert [(label, sent) for label, sent, _ in lines] == [("run", "False"), ("metrics run", "False")]
+    assert all(float(seconds) < 1.0 for _, _, seconds in lines), out.stdout  # was 2.1 s
+
+
+def test_a_run_whose_every_attempt_died_is_failed_with_a_reason_instead_of_retried(small_study, settings):
+    from analysis.tasks import requeue_stale_runs
+
+    settings.ANALYSIS_RUN_LEASE_SECONDS = 60
+    settings.ANALYSIS_RUN_MAX_ATTEMPTS = 2
+    run = queued_run(small_study)
+    for _ in range(2):  # two attempts whose workers died mid-run
+        assert claim_run(run.pk).attempt is not None
+        AnalysisRun.objects.filter(pk=run.pk).update(started_at=timezone.now() - timedelta(hours=1))
+    assert requeue_stale_runs() == {"run": [], "metrics run": []}  # the beat task: nothing to send again
+    run.refresh_from_db()
+    assert (run.status, run.attempts) == ("failed", 2)
+    assert "stopped without finishing 2 times" in run.error and run.finished_at is not None
+    assert claim_run(run.pk) == runs.Claim(attempt=None, status="failed")  # a late redelivery does nothing
+
+
+def test_a_late_delivery_for_an_exhausted_run_fails_it_visibly(small_study, settings):
+    settings.ANALYSIS_RUN_LEASE_SECONDS = 60
+    settings.ANALYSIS_RUN_MAX_ATTEMPTS = 1
+    run = queued_run(small_study)
+    claim_run(run.pk)
+    AnalysisRun.objects.filter(pk=run.pk).update(started_at=timezone.now() - timedelta(hours=1))
+    assert run_analysis(run.pk) == "failed"
+    assert AnalysisRun.objects.get(pk=run.pk).attempts == 1
+
+
+def test_beat_sends_stale_runs_every_minute(settings):
+    schedule = settings.CELERY_BEAT_SCHEDULE["requeue-stale-runs"]
+    assert schedule["task"] == "analysis.requeue_stale_runs" and schedule["schedule"] <= 60
+    assert schedule["task"] in app.tasks
+
+
+def test_the_dashboard_says_when_a_run_waits_for_a_worker_or_its_worker_died(client, small_study, settings):
+    from django.contrib.auth import get_user_model
+
+    settings.ANALYSIS_RUN_LEASE_SECONDS = 60
+    user = get_user_model().objects.create_user("watcher", password="pw-watcher-1")
+    small_study.owners.add(user)
+    client.force_login(user)
+    run = queued_run(small_study)
+    page = client.get(f"/studies/{small_study.slug}/").content.decode()
+    assert "data-run-waiting" not in page  # just queued: nothing to worry about
+    AnalysisRun.objects.filter(pk=run.pk).update(created_at=timezone.now() - timedelta(minutes=5))
+    assert "no worker has taken it" in client.get(f"/studies/{small_study.slug}/").content.decode()
+    claim_run(run.pk)
+    AnalysisRun.objects.filter(pk=run.pk).update(started_at=timezone.now() - timedelta(hours=1))
+    assert "Its worker stopped answering" in client.get(f"/studies/{small_study.slug}/").content.decode()

@@ -20,7 +20,7 @@ from django.conf import settings
 from django.db import connection
 
 from analysis.models import AnalysisRun, ParticipantResult, ResultTable
-from analysis.services import analysis_run_create
+from analysis.runs import analysis_run_create
 from tests.support.external_services import require_service
 from tests.support.paths import ROOT
 from tests.support.quality_data import planted_import, planted_population

@@ -29,13 +29,13 @@ if os.environ.get("TEST_VISIBILITY_TIMEOUT"):
 if os.environ.get("TEST_RUN_LEASE_SECONDS"):
     settings.ANALYSIS_RUN_LEASE_SECONDS = float(os.environ["TEST_RUN_LEASE_SECONDS"])
 if os.environ.get("TEST_STATISTICS_DELAY"):
-    _real_statistics = pipeline.run_statistics
+    _real_statistics = pipeline.compute_statistics
     _delay = float(os.environ["TEST_STATISTICS_DELAY"])
 
     def _slow_statistics(*args, **kwargs):
         time.sleep(_delay)
         return _real_statistics(*args, **kwargs)
 
-    pipeline.run_statistics = _slow_statistics
+    pipeline.compute_statistics = _slow_statistics
 
 __all__ = ["app"]

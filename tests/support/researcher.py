@@ -12,7 +12,7 @@ from datetime import datetime, timedelta, timezone
 
 from django.contrib.auth import get_user_model
 
-from analysis import services
+from analysis import runs
 from analysis.models import AnalysisRun
 from bots.drive import BotRun, run_with_services
 from bots.personas import persona_mix
@@ -43,9 +43,16 @@ def finished_run(study, *, requested_by: str = "owner") -> AnalysisRun:
     """A run created the way the pages create it; tasks are eager, so it is done on return."""
     from analysis.tasks import run_analysis
 
-    run = services.analysis_run_create(study=study, requested_by=requested_by)
+    run = runs.analysis_run_create(study=study, requested_by=requested_by)
     # on_commit hooks do not fire inside pytest's test transaction: run the task directly.
     run_analysis.apply(args=[run.pk])
     run.refresh_from_db()
     assert run.status == AnalysisRun.Status.DONE, run.error
     return run
+
+
+def narrow_analyses(monkeypatch, names) -> None:
+    """Runs in this test compute only the registered analyses ``names`` (the exclusion flow always)."""
+    from analysis import registry
+
+    monkeypatch.setattr(registry, "ANALYSES", {name: registry.ANALYSES[name] for name in names})

@@ -1,0 +1,210 @@
+"""The one list of a run's result tables.
+
+Every table an analysis run persists is declared here once: its name (= the
+table's name = its CSV file ``<name>.csv`` = its API name), the function that
+computes it and the frames it takes, its title and section on the results
+page, the figure drawn from it, whether a sensitivity variant (without the
+straight-lining rule) is computed, the settings its options come from, the
+study designs it applies to, and the line describing the file in the codebook.
+
+The pipeline, the results page, the exports, the zip, the codebook and the API
+read only this module. Adding an analysis is one function in ``analysis.stats``,
+one ``Analysis`` below, and its tests (docs/statistics.md, "How to add an
+analysis").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+from django.conf import settings
+
+from analysis import stats
+
+#: The frames an analysis may take, in the order they are passed.
+INPUTS = ("ratings", "participants", "gold")
+
+#: Features of a study's design an analysis can need (see ``Analysis.needs``).
+FEATURES = frozenset({"ratings", "ranking", "best_worst", "comparison", "reference", "subgroups", "regions", "gold"})
+
+#: Results-page sections, in page order: key -> heading.
+SECTIONS: dict[str, str] = {
+    "quality": "Who was kept",
+    "ratings": "Ratings",
+    "groups": "Subgroups",
+    "regions": "Regions",
+    "rankings": "Rankings and choices",
+    "raters": "Raters",
+    "models": "Models",
+    "sensitivity": "Sensitivity to the straight-lining rule",
+}
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """One result table of an analysis run.
+
+    ``function`` is None for the tables the quality step writes (the exclusion
+    flow); every other table is computed by the statistics step as
+    ``function(*frames named by inputs, **options)`` on the retained participants.
+    ``options`` maps a keyword argument of the function to the Django setting
+    it is read from at run time. ``needs`` names the design features the
+    analysis applies to: a run computes it only for a study that has them all.
+    """
+
+    name: str
+    title: str
+    section: str
+    description: str
+    function: Callable[..., pd.DataFrame] | None = None
+    inputs: tuple[str, ...] = ("ratings",)
+    figures: tuple[str, ...] = ()
+    sensitivity_of: str | None = None
+    options: Mapping[str, str] = field(default_factory=dict)
+    needs: frozenset[str] = frozenset({"ratings"})
+    paper: bool = False
+
+    @property
+    def filename(self) -> str:
+        return f"{self.name}.csv"
+
+    @property
+    def computed_by_statistics(self) -> bool:
+        return self.function is not None or self.sensitivity_of is not None
+
+
+def _sensitivity(base: str, title: str, description: str, needs: Iterable[str]) -> Analysis:
+    return Analysis(
+        name=f"sensitivity_{base}", title=title, section="sensitivity", description=description,
+        sensitivity_of=base, needs=frozenset(needs), paper=True,
+    )
+
+
+#: Every result table, in results-page order (never narrowed; exports and the codebook list these).
+REGISTERED: tuple[Analysis, ...] = (
+    Analysis("filter_flow", "Exclusion flow", "quality",
+             "the exclusion flow: per quality rule, how many it excluded, how many remain, how many it flags alone",
+             needs=frozenset(), paper=True),
+    Analysis("filter_flow_by_gender", "Exclusion flow per gender", "quality",
+             "the exclusion flow split by the participants' gender answer", needs=frozenset(), paper=True),
+    Analysis("win_table", "Win table (zero-shot vs fine-tuned, reference points)", "ratings",
+             "per system and scenario: mean rating of each condition, the winner, the reference's points",
+             stats.win_table, figures=("win_grid",), needs=frozenset({"ratings", "comparison"}), paper=True),
+    Analysis("win_summary", "Win table summary per scenario", "ratings",
+             "per scenario: how many systems each condition won", stats._win_summary_from_ratings,
+             needs=frozenset({"ratings", "comparison"})),
+    Analysis("descriptives", "Descriptives: mean, SD, n, 95% CI", "ratings",
+             "mean, SD, n and 95% CI of the ratings per system, condition, scenario and dimension",
+             stats.descriptives, figures=("rating_means",)),
+    Analysis("ttests", "Group comparisons (Welch t-tests, Holm within grouping x level)", "groups",
+             "Welch t-tests between demographic groups per system, at participant and rating level",
+             stats.group_ttests, inputs=("ratings", "participants"), needs=frozenset({"ratings", "subgroups"}),
+             paper=True),
+    Analysis("anova", "Regional one-way ANOVA", "regions", "one-way ANOVA of the ratings across regions",
+             stats.regional_anova, inputs=("ratings", "participants"), needs=frozenset({"ratings", "regions"}),
+             paper=True),
+    Analysis("welch_anova", "Regional Welch ANOVA", "regions", "Welch's ANOVA across regions (unequal variances)",
+             stats.regional_welch, inputs=("ratings", "participants"), needs=frozenset({"ratings", "regions"})),
+    Analysis("games_howell", "Games-Howell follow-ups", "regions", "Games-Howell pairwise comparisons of regions",
+             stats.regional_games_howell, inputs=("ratings", "participants"),
+             needs=frozenset({"ratings", "regions"})),
+    Analysis("kruskal", "Kruskal-Wallis", "regions", "Kruskal-Wallis test across regions",
+             stats.regional_kruskal, inputs=("ratings", "participants"), needs=frozenset({"ratings", "regions"})),
+    Analysis("region_means", "Mean rating per region (the maps)", "regions",
+             "mean rating per region and scenario, with the top region and whether its lead is significant",
+             stats.region_means, inputs=("ratings", "participants"), figures=("map_",),
+             needs=frozenset({"ratings", "regions"})),
+    Analysis("wilcoxon", "Paired zero-shot vs fine-tuned (Wilcoxon signed-rank)", "ratings",
+             "Wilcoxon signed-rank tests of the paired baseline and treatment ratings", stats.paired_zs_ft,
+             needs=frozenset({"ratings", "comparison"})),
+    Analysis("rank_summary", "Mean ranks", "rankings", "mean rank per system and condition", stats.rank_summary,
+             needs=frozenset({"ranking"})),
+    Analysis("friedman", "Friedman test per block", "rankings", "Friedman test of the ranks within each block",
+             stats.friedman_by_block, needs=frozenset({"ranking"})),
+    Analysis("bradley_terry", "Plackett-Luce strength per system", "rankings",
+             "Plackett-Luce strength (log worth) per system and condition with bootstrap CIs",
+             stats.bradley_terry, figures=("strength",), options={"n_boot": "ANALYSIS_BOOTSTRAP_SAMPLES"},
+             needs=frozenset({"ranking"})),
+    Analysis("best_worst", "Best-worst scores", "rankings", "best-worst scores per source from most/least choices",
+             stats.best_worst_scores, needs=frozenset({"best_worst"})),
+    Analysis("agreement", "Krippendorff's alpha", "raters", "Krippendorff's alpha per scenario and dimension",
+             stats.krippendorff_alpha),
+    Analysis("rater_loo", "Rater vs leave-one-out mean", "raters",
+             "each rater's Spearman correlation with the mean of the other raters", stats.rater_loo_correlation),
+    Analysis("rater_judge", "Raters vs the LLM judge (gold scores)", "raters",
+             "agreement of the human ratings with the gold (LLM-judge) scores", stats.rater_judge_agreement,
+             inputs=("ratings", "gold"), needs=frozenset({"ratings", "gold"})),
+    Analysis("mixed_model", "Mixed-effects model", "models",
+             "linear mixed model of the ratings (condition x system, random participant and item effects)",
+             stats.mixed_model, options={"max_rows": "ANALYSIS_MODEL_MAX_ROWS"},
+             needs=frozenset({"ratings", "comparison"})),
+    Analysis("ordinal_model", "Ordinal (cumulative logit) model", "models",
+             "cumulative-logit model of the ratings (condition x system)", stats.ordinal_model,
+             options={"max_rows": "ANALYSIS_MODEL_MAX_ROWS"}, needs=frozenset({"ratings", "comparison"})),
+    Analysis("position_bias", "Position bias", "ratings", "mean rating by display position and a flatness test",
+             stats.position_bias, figures=("position_bias",)),
+    _sensitivity("ttests", "Sensitivity: t-tests with and without the straight-lining rule",
+                 "ttests.csv computed with and without the straight-lining rule", ("ratings", "subgroups")),
+    _sensitivity("win_table", "Sensitivity: win table with and without the straight-lining rule",
+                 "win_table.csv computed with and without the straight-lining rule", ("ratings", "comparison")),
+    _sensitivity("anova", "Sensitivity: regional ANOVA with and without the straight-lining rule",
+                 "anova.csv computed with and without the straight-lining rule", ("ratings", "regions")),
+)
+
+#: The result tables a run computes, by name. Tests narrow it to keep runs quick.
+ANALYSES: dict[str, Analysis] = {analysis.name: analysis for analysis in REGISTERED}
+
+
+_BY_NAME = dict(ANALYSES)
+
+
+def base_of(variant: Analysis) -> Analysis:
+    """The analysis a sensitivity variant reruns (looked up in the full list, even where tests narrow ANALYSES)."""
+    base = _BY_NAME[variant.sensitivity_of]
+    if base.function is None:
+        raise LookupError(f"{variant.name} reruns {base.name}, which the statistics step does not compute")
+    return base
+
+
+def statistics_analyses(*, design: Iterable[str] | None = None) -> list[Analysis]:
+    """The analyses the statistics step computes, for a study with ``design`` (None: every one).
+
+    Plain analyses come first: a sensitivity variant reuses its base's function.
+    """
+    features = None if design is None else frozenset(design)
+    chosen = [a for a in ANALYSES.values()
+              if a.computed_by_statistics and (features is None or a.needs <= features)]
+    return sorted(chosen, key=lambda a: a.sensitivity_of is not None)
+
+
+def options_from_settings(analysis: Analysis) -> dict[str, Any]:
+    """The keyword arguments of ``analysis`` read from the settings its entry names."""
+    return {keyword: getattr(settings, setting) for keyword, setting in analysis.options.items()}
+
+
+def figure_sources() -> list[tuple[str, str]]:
+    """(figure key, table name) of every figure the results page draws, in page order."""
+    return [(figure, a.name) for a in REGISTERED for figure in a.figures]
+
+
+def figure_source(key: str) -> Analysis | None:
+    """The analysis whose table a results-page figure is drawn from (keys ending in ``_`` are prefixes)."""
+    for analysis in REGISTERED:
+        for figure in analysis.figures:
+            if key == figure or (figure.endswith("_") and key.startswith(figure)):
+                return analysis
+    return None
+
+
+def sections(names: Iterable[str]) -> list[tuple[str, str, list[Analysis]]]:
+    """The results-page sections holding ``names``: (key, heading, analyses in page order)."""
+    present = set(names)
+    grouped = []
+    for key, heading in SECTIONS.items():
+        members = [a for a in REGISTERED if a.section == key and a.name in present]
+        if members:
+            grouped.append((key, heading, members))
+    return grouped

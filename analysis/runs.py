@@ -1,0 +1,418 @@
+"""The whole life of a run, analysis or metrics: create, enqueue, claim, steps, persist, finish.
+
+A run is a row with a status. It is created queued and its task is sent once
+the row is committed; a broker outage leaves it queued, and ``runs_requeue``
+(worker start and reconnect, ``manage.py requeue_stale_runs``) sends it again.
+A delivery claims the run with a conditional UPDATE (queued -> running, or
+running with an expired lease after a worker died), which bumps ``attempts``.
+Every later write names the attempt it belongs to and checks, under a row
+lock, that the attempt still owns the run: a worker whose lease expired can
+neither overwrite a newer attempt's results nor finish the run twice.
+
+The Celery tasks (``analysis.tasks``) only call :func:`task_body`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import pandas as pd
+from celery import current_app
+from django.conf import settings
+from django.db import models, transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from analysis import frames, metrics_run, pipeline, quality
+from analysis.metrics import MetricsUnavailable
+from analysis.models import AnalysisRun, MetricsRun, MetricsTable, ParticipantResult, ResultTable
+from analysis.quality import QualityResult
+from surveys.models import Participant, Study
+
+logger = logging.getLogger(__name__)
+
+Status = AnalysisRun.Status
+
+
+class RunSuperseded(Exception):
+    """Another attempt has claimed the run since this one started."""
+
+
+@dataclass(frozen=True)
+class RunKind:
+    """What differs between analysis runs and metrics runs: their rows, tables and task."""
+
+    model: type[models.Model]
+    table_model: type[models.Model]
+    task_name: str
+    label: str
+
+
+ANALYSIS = RunKind(AnalysisRun, ResultTable, "analysis.run_analysis", "run")
+METRICS = RunKind(MetricsRun, MetricsTable, "analysis.run_metrics", "metrics run")
+KINDS = (ANALYSIS, METRICS)
+
+
+@dataclass(frozen=True)
+class Claim:
+    attempt: int | None  # set when this caller now owns the run
+    status: str  # the run's status after the claim ("missing" when there is no such run)
+    retry_in: float | None = None  # another attempt holds a live lease: try again after this many seconds
+
+
+def run_lease_seconds() -> float:
+    """How long a running attempt owns its run; past that a redelivered message may take over.
+
+    Defaults to the hard task time limit plus a margin: by then the first
+    attempt is dead for sure (Celery kills it at the limit).
+    """
+    return float(getattr(settings, "ANALYSIS_RUN_LEASE_SECONDS", settings.CELERY_TASK_TIME_LIMIT + 30))
+
+
+# --------------------------------------------------------------------------- create and enqueue
+
+
+# A queued run older than this may have lost its message: asking for it again sends it again.
+_RESEND_AFTER_SECONDS = 60
+
+
+def _queued_or_new(kind: RunKind, *, study: Study, requested_by: str, **identity: Any) -> models.Model:
+    """The run of ``kind`` already queued for ``study`` with the same ``identity``, or a new queued one.
+
+    A second request for a run identical to a queued one would compute the same
+    tables again (minutes of worker CPU each): it gets the queued run instead.
+    The study row is locked so that two such requests at once create one run
+    (SQLite serializes them already: its transactions take the write lock first).
+    """
+    with transaction.atomic():
+        Study.objects.select_for_update().filter(pk=study.pk).first()
+        queued = kind.model.objects.filter(study=study, status=Status.QUEUED, **identity).order_by("id").first()
+        if queued is not None:
+            if queued.created_at < timezone.now() - timedelta(seconds=_RESEND_AFTER_SECONDS):
+                # Its message may have been lost to a broker outage; a second one is harmless.
+                transaction.on_commit(lambda: run_enqueue(kind=kind, run_id=queued.pk))
+            return queued
+        run = kind.model.objects.create(study=study, requested_by=requested_by, **identity)
+        transaction.on_commit(lambda: run_enqueue(kind=kind, run_id=run.pk))
+    return run
+
+
+def analysis_run_create(*, study: Study, requested_by: str = "") -> AnalysisRun:
+    """A queued run with the study's current thresholds (or the identical one already queued).
+
+    Its task is sent once the row is committed.
+    """
+    return _queued_or_new(ANALYSIS, study=study, requested_by=requested_by, thresholds=study.quality_thresholds)
+
+
+def metrics_run_create(*, study: Study, requested_by: str = "") -> MetricsRun:
+    """A queued metrics run (or the one already queued); its task is sent once the row is committed."""
+    return _queued_or_new(METRICS, study=study, requested_by=requested_by)
+
+
+def run_enqueue(*, kind: RunKind, run_id: int) -> bool:
+    """Send the run's task; False when the broker is unreachable (the run stays queued).
+
+    A broker outage must not turn the researcher's request into an error: the
+    queued run is sent again by ``runs_requeue``. Sending a run twice is
+    harmless: only one delivery can claim it. The task is looked up by name
+    so that this module does not import the task module (which imports it).
+    """
+    task = current_app.tasks[kind.task_name]
+    if settings.CELERY_TASK_ALWAYS_EAGER:
+        task.delay(run_id)  # in-process: errors are the caller's to see
+        return True
+    try:
+        task.apply_async((run_id,), retry=False)
+    except Exception as exc:  # noqa: BLE001 - kombu/redis raise many kinds; any means "not sent"
+        logger.warning("%s %s stays queued: the broker is unreachable (%s)", kind.label, run_id, type(exc).__name__)
+        return False
+    return True
+
+
+def run_max_attempts() -> int:
+    return int(getattr(settings, "ANALYSIS_RUN_MAX_ATTEMPTS", 3))
+
+
+def _exhausted(lease_expired: Any) -> Q:
+    """Running runs whose lease expired after their last allowed attempt: their workers keep dying."""
+    return Q(status=Status.RUNNING, started_at__lte=lease_expired, attempts__gte=run_max_attempts())
+
+
+def _fail_exhausted(kind: RunKind, lease_expired: Any, **only: Any) -> list[int]:
+    """Fail (visibly, with a reason) the exhausted runs of ``kind``, instead of retrying them forever."""
+    stuck = kind.model.objects.filter(_exhausted(lease_expired), **only)
+    ids = list(stuck.values_list("id", flat=True))
+    if ids:
+        stuck.filter(pk__in=ids).update(
+            status=Status.FAILED, finished_at=timezone.now(),
+            error=(f"{kind.label} stopped without finishing {run_max_attempts()} times (its worker was killed or "
+                   "hit its time limit each time); see the worker log, then start a new run"),
+        )
+        logger.error("%s %s failed: every attempt's worker died", kind.label, ids)
+    return ids
+
+
+def runs_requeue(*, older_than_seconds: float = 0, include_running: bool = False) -> dict[str, list[int]]:
+    """Send again every queued run and every running run whose lease expired, of both kinds.
+
+    Returns the ids sent per kind label. A run whose last allowed attempt died
+    too is failed with a message instead. ``include_running`` also sends runs
+    whose lease is still live (a worker starting after a crash): their task
+    waits for the lease, then takes over.
+    """
+    now = timezone.now()
+    expired = now - timedelta(seconds=run_lease_seconds())
+    lease_expired = now if include_running else expired
+    stale = Q(status=Status.QUEUED, created_at__lte=now - timedelta(seconds=older_than_seconds)) | Q(
+        status=Status.RUNNING, started_at__lte=lease_expired
+    )
+    sent: dict[str, list[int]] = {}
+    for kind in KINDS:
+        _fail_exhausted(kind, expired)
+        ids = kind.model.objects.filter(stale).order_by("id").values_list("id", flat=True)
+        sent[kind.label] = [run_id for run_id in ids if run_enqueue(kind=kind, run_id=run_id)]
+    return sent
+
+
+def run_waiting_reason(run: models.Model) -> str:
+    """Why a run seems stuck, for the monitor ("" when it is not): no worker took it, or its worker died."""
+    now = timezone.now()
+    if run.status == Status.QUEUED and run.created_at < now - timedelta(seconds=_RESEND_AFTER_SECONDS):
+        minutes = int((now - run.created_at).total_seconds() // 60)
+        return (f"Queued for {minutes} min: no worker has taken it. Is a celery worker running "
+                "(bin/run starts one; bin/serve-production with SERVE_CELERY=1)?")
+    if run.status == Status.RUNNING and run.started_at < now - timedelta(seconds=run_lease_seconds()):
+        return ("Its worker stopped answering (killed or past its time limit). A worker sends it again within "
+                f"a minute; after {run_max_attempts()} attempts it is failed with a reason.")
+    return ""
+
+
+# --------------------------------------------------------------------------- claim and ownership
+
+
+def run_claim(*, kind: RunKind, run_id: int) -> Claim:
+    """Claim a run for a new attempt (see the module docstring)."""
+    now = timezone.now()
+    lease = run_lease_seconds()
+    _fail_exhausted(kind, now - timedelta(seconds=lease), pk=run_id)
+    claimable = Q(status=Status.QUEUED) | Q(status=Status.RUNNING, started_at__lt=now - timedelta(seconds=lease))
+    claimed = kind.model.objects.filter(claimable, pk=run_id).update(
+        status=Status.RUNNING, started_at=now, attempts=F("attempts") + 1, step="claimed", error=""
+    )
+    row = kind.model.objects.filter(pk=run_id).values("status", "started_at", "attempts").first()
+    if row is None:
+        return Claim(attempt=None, status="missing")
+    if claimed:
+        return Claim(attempt=row["attempts"], status=row["status"])
+    if row["status"] == Status.RUNNING:
+        left = lease - (now - row["started_at"]).total_seconds()
+        return Claim(attempt=None, status=row["status"], retry_in=max(1.0, left + 1))
+    return Claim(attempt=None, status=row["status"])
+
+
+def _owned(kind: RunKind, run_id: int, attempt: int) -> models.QuerySet:
+    return kind.model.objects.filter(pk=run_id, attempts=attempt, status=Status.RUNNING)
+
+
+def _lock_owned(kind: RunKind, run_id: int, attempt: int) -> None:
+    """Inside a transaction: lock the run row, or raise if ``attempt`` no longer owns the run.
+
+    The lock makes the check and the writes that follow one step: a newer
+    attempt's claim (an UPDATE of the same row) waits until they are committed,
+    and afterwards this attempt's ownership check fails.
+    """
+    if _owned(kind, run_id, attempt).select_for_update().first() is None:
+        raise RunSuperseded(f"{kind.label} {run_id}: attempt {attempt} no longer owns the run")
+
+
+def run_step(*, kind: RunKind, run_id: int, attempt: int, step: str) -> None:
+    """Record the step an attempt is in (for the monitor); stop if the run was taken over."""
+    if not _owned(kind, run_id, attempt).update(step=step):
+        raise RunSuperseded(f"{kind.label} {run_id}: attempt {attempt} no longer owns the run")
+
+
+class RunSteps:
+    """Times the steps of one attempt and marks the current one on its run (raising if it was taken over)."""
+
+    def __init__(self, mark: Callable[[str], None]):
+        self.mark = mark
+        self.timings: dict[str, float] = {}
+        self.current = "start"
+
+    @contextmanager
+    def step(self, name: str) -> Iterator[None]:
+        self.current = name
+        self.mark(name)
+        began = time.perf_counter()
+        yield
+        self.timings[name] = round(time.perf_counter() - began, 3)
+
+
+# --------------------------------------------------------------------------- persist
+
+
+def _table_payload(frame: pd.DataFrame) -> tuple[list[str], list[list]]:
+    # pandas' JSON writer turns NaN/NA into null and numpy scalars into plain numbers.
+    split = json.loads(frame.to_json(orient="split", index=False, date_format="iso", double_precision=15))
+    return [str(c) for c in split["columns"]], split["data"]
+
+
+def _tables_write(kind: RunKind, run_id: int, tables: Mapping[str, pd.DataFrame], notes: Mapping[str, str]) -> None:
+    kind.table_model.objects.filter(run_id=run_id, name__in=list(tables)).delete()
+    objects = []
+    for name, frame in tables.items():
+        columns, rows = _table_payload(frame)
+        objects.append(kind.table_model(run_id=run_id, name=name, columns=columns, rows=rows, note=notes.get(name, "")))
+    kind.table_model.objects.bulk_create(objects)
+
+
+def run_tables_persist(
+    *, kind: RunKind, run_id: int, attempt: int, tables: Mapping[str, pd.DataFrame], notes: Mapping[str, str] | None = None
+) -> None:
+    """Store tables of a run by name, replacing earlier ones of the same names, if ``attempt`` still owns the run."""
+    with transaction.atomic():
+        _lock_owned(kind, run_id, attempt)
+        _tables_write(kind, run_id, tables, notes or {})
+
+
+def _nan_to_none(value: float) -> float | None:
+    return None if pd.isna(value) else float(value)
+
+
+def analysis_run_quality_persist(*, run_id: int, study_id: int, attempt: int, result: QualityResult) -> None:
+    """Replace the run's participant results and flow tables in one transaction, if ``attempt`` owns the run."""
+    with transaction.atomic():
+        _lock_owned(ANALYSIS, run_id, attempt)
+        ParticipantResult.objects.filter(run_id=run_id).delete()
+        ids = dict(Participant.objects.filter(study_id=study_id, is_preview=False).values_list("pseudonym", "id"))
+        results = result.participants
+        ParticipantResult.objects.bulk_create(
+            [
+                ParticipantResult(
+                    run_id=run_id,
+                    participant_id=ids[row.participant_id],
+                    duration_minutes=_nan_to_none(row.duration_minutes),
+                    sd=_nan_to_none(row.sd),
+                    mae=_nan_to_none(row.mae),
+                    fast_share=_nan_to_none(row.fast_share),
+                    attention_failures=int(row.attention_failures),
+                    excluded_by=row.excluded_by,
+                    payable=bool(row.payable),
+                    reject_reason=row.reject_reason,
+                )
+                for row in results.itertuples(index=False)
+            ],
+            batch_size=2000,
+        )
+        _tables_write(
+            ANALYSIS, run_id,
+            {"filter_flow": result.filter_flow, "filter_flow_by_gender": result.filter_flow_by_gender},
+            {"filter_flow": "DESIGN 3.2; step 0 counts everyone enrolled (non-preview)."},
+        )
+        AnalysisRun.objects.filter(pk=run_id).update(
+            n_participants=len(results), n_retained=int((results["excluded_by"] == "").sum())
+        )
+
+
+# --------------------------------------------------------------------------- finish
+
+
+def run_finish(*, kind: RunKind, run_id: int, attempt: int, timings: Mapping[str, float], **fields: Any) -> bool:
+    """Mark the attempt's run done (with ``fields`` of its row); False when another attempt owns it now."""
+    return bool(
+        _owned(kind, run_id, attempt).update(
+            status=Status.DONE, finished_at=timezone.now(), step="done", timings=dict(timings), **fields
+        )
+    )
+
+
+def run_fail(*, kind: RunKind, run_id: int, attempt: int, error: str, timings: Mapping[str, float]) -> bool:
+    """Mark the attempt's run failed with a readable error (its tables are never shown)."""
+    return bool(
+        _owned(kind, run_id, attempt).update(
+            status=Status.FAILED, finished_at=timezone.now(), error=error[:5000], timings=dict(timings)
+        )
+    )
+
+
+# --------------------------------------------------------------------------- the steps of each kind
+
+
+def _analysis_steps(run: AnalysisRun, attempt: int, steps: RunSteps) -> dict[str, Any]:
+    with steps.step("frames"):
+        ratings = frames.ratings_frame(run.study_id)
+        participants = frames.participants_frame(run.study_id)
+        gold = frames.gold_frame(run.study_id)
+    with steps.step("quality"):
+        result = quality.apply_quality_rules(ratings, participants, gold, run.thresholds)
+    with steps.step("persist"):
+        analysis_run_quality_persist(run_id=run.pk, study_id=run.study_id, attempt=attempt, result=result)
+    with steps.step("statistics"):
+        enriched = participants.merge(
+            result.participants.drop(columns=["duration_minutes", "attention_failures"]), on="participant_id"
+        )
+        computed = pipeline.compute_statistics(ratings, enriched, gold)
+        run_tables_persist(kind=ANALYSIS, run_id=run.pk, attempt=attempt, tables=computed.tables)
+    steps.timings.update({f"statistics.{name}": seconds for name, seconds in computed.timings.items()})
+    return {"failures": computed.failures}
+
+
+def _metrics_steps(run: MetricsRun, attempt: int, steps: RunSteps) -> dict[str, Any]:
+    outcome = metrics_run.compute_metrics_outcome(run.study, steps)
+    with steps.step("persist"):
+        run_tables_persist(kind=METRICS, run_id=run.pk, attempt=attempt, tables=outcome.tables, notes=outcome.notes)
+    return {
+        "predictor": outcome.predictor, "source_run_id": outcome.source_run_id,
+        "human_basis": outcome.human_basis[:200], "cache_hits": outcome.cache_hits,
+        "cache_misses": outcome.cache_misses,
+    }
+
+
+_STEPS: dict[RunKind, Callable[[Any, int, RunSteps], dict[str, Any]]] = {
+    ANALYSIS: _analysis_steps, METRICS: _metrics_steps,
+}
+# Failures that are the environment's, not a bug: logged without a traceback.
+_EXPECTED_FAILURES = (MetricsUnavailable,)
+
+
+def run_execute(*, kind: RunKind, run_id: int, attempt: int) -> None:
+    """Compute a claimed run and finish it (done, or failed with the step and the error)."""
+    run = kind.model.objects.select_related("study").get(pk=run_id)
+    steps = RunSteps(lambda name: run_step(kind=kind, run_id=run_id, attempt=attempt, step=name))
+    began = time.perf_counter()
+    try:
+        fields = _STEPS[kind](run, attempt, steps)
+    except RunSuperseded:
+        logger.warning("%s %s: attempt %s was superseded; leaving it to the newer attempt", kind.label, run_id, attempt)
+        return
+    except Exception as exc:  # noqa: BLE001 - any failure must end up readable on the run
+        if not isinstance(exc, _EXPECTED_FAILURES):
+            logger.exception("%s %s failed in step %s", kind.label, run_id, steps.current)
+        steps.timings["total"] = round(time.perf_counter() - began, 3)
+        run_fail(kind=kind, run_id=run_id, attempt=attempt, timings=steps.timings,
+                 error=f"{steps.current}: {type(exc).__name__}: {exc}")
+        return
+    steps.timings["total"] = round(time.perf_counter() - began, 3)
+    if run_finish(kind=kind, run_id=run_id, attempt=attempt, timings=steps.timings, **fields):
+        logger.info("%s %s done (attempt %s) in %.2fs", kind.label, run_id, attempt, steps.timings["total"])
+
+
+def task_body(task: Any, *, kind: RunKind, run_id: int) -> str:
+    """What a run's Celery task does: claim the run and compute it. A delivery for a finished run does nothing."""
+    claim = run_claim(kind=kind, run_id=run_id)
+    if claim.attempt is None:
+        if claim.retry_in is not None:
+            # Another attempt holds a live lease; come back when it would have expired.
+            raise task.retry(countdown=claim.retry_in)
+        logger.info("%s %s is %s; nothing to do", kind.label, run_id, claim.status)
+        return claim.status
+    run_execute(kind=kind, run_id=run_id, attempt=claim.attempt)
+    return kind.model.objects.filter(pk=run_id).values_list("status", flat=True).first() or "missing"

@@ -1,0 +1,143 @@
+"""The registry is the one list of result tables: every table has a title, a place on the
+results page, a figure drawer for each figure it declares, and analysis/ has no import cycle."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from pathlib import Path
+
+import pytest
+
+from analysis import charts, exports, pipeline, registry
+from tests.support.paths import ROOT
+
+
+def test_it_gives_every_table_a_title_a_section_and_a_description():
+    for analysis in registry.REGISTERED:
+        assert analysis.title and analysis.description, analysis.name
+        assert analysis.section in registry.SECTIONS, analysis.name
+        assert analysis.needs <= registry.FEATURES, analysis.name
+
+
+def test_every_registered_table_has_a_place_on_the_results_page():
+    placed = [a.name for _, _, members in registry.sections(a.name for a in registry.REGISTERED) for a in members]
+    assert sorted(placed) == sorted(a.name for a in registry.REGISTERED)
+
+
+def test_every_registered_table_is_an_export_under_its_own_file_name():
+    files = {export.filename for export in exports.EXPORTS.values()}
+    assert {a.filename for a in registry.REGISTERED} <= files
+
+
+def test_every_declared_figure_has_a_drawer_and_every_drawer_a_table():
+    declared = {figure for a in registry.REGISTERED for figure in a.figures}
+    assert declared == set(charts.DRAWERS)
+    assert registry.figure_source("map_S1").name == "region_means"
+    assert registry.figure_source("win_grid").name == "win_table"
+    assert registry.figure_source("nothing") is None
+
+
+def test_every_computed_analysis_takes_the_frames_it_declares():
+    for analysis in registry.statistics_analyses():
+        target = registry.base_of(analysis) if analysis.sensitivity_of else analysis
+        assert set(target.inputs) <= set(registry.INPUTS), analysis.name
+        parameters = list(inspect.signature(target.function).parameters.values())
+        positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        assert len(positional) >= len(target.inputs), analysis.name
+        accepted = {p.name for p in parameters}
+        has_kwargs = any(p.kind == p.VAR_KEYWORD for p in parameters)
+        assert has_kwargs or set(target.options) <= accepted, analysis.name
+
+
+def test_a_design_gets_only_the_analyses_whose_needs_it_has():
+    rating_only = {a.name for a in registry.statistics_analyses(design={"ratings"})}
+    assert "descriptives" in rating_only and "position_bias" in rating_only
+    assert not rating_only & {"ttests", "anova", "bradley_terry", "best_worst", "win_table", "rater_judge"}
+    everything = {a.name for a in registry.statistics_analyses(design=registry.FEATURES)}
+    assert everything == {a.name for a in registry.statistics_analyses()}
+    # Variants come after the analysis they rerun.
+    order = [a.name for a in registry.statistics_analyses()]
+    assert order.index("sensitivity_win_table") > order.index("win_table")
+
+
+def test_the_options_come_from_the_settings_each_entry_names(settings):
+    settings.ANALYSIS_MODEL_MAX_ROWS = 1234
+    settings.ANALYSIS_BOOTSTRAP_SAMPLES = 7
+    options = pipeline.options_from_settings(registry.REGISTERED)
+    assert options["mixed_model"] == {"max_rows": 1234} and options["bradley_terry"] == {"n_boot": 7}
+    assert "win_table" not in options
+
+
+def _imports_of(path: Path, package: str) -> set[str]:
+    """The names of every ``package`` module ``path`` imports, at any depth (function-level imports too).
+
+    ``from package import x`` and ``from . import x`` name ``package.x`` (a module
+    or a name in ``package/__init__``; the caller keeps those that are modules).
+    """
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names if alias.name.startswith(package + ".")}
+        elif isinstance(node, ast.ImportFrom):
+            module = package if node.level else node.module or ""
+            if node.level and node.module:
+                module = f"{package}.{node.module}"
+            if module == package:
+                found |= {f"{package}.{alias.name}" for alias in node.names}
+            elif module.startswith(package + "."):
+                found.add(module)
+    return found
+
+
+def _module_graph(package: str) -> dict[str, set[str]]:
+    """Module -> the modules of ``package`` it imports (migrations and commands left out: nothing imports them)."""
+    paths = {}
+    for path in (ROOT / package).rglob("*.py"):
+        if "migrations" in path.parts or "management" in path.parts:
+            continue
+        relative = path.relative_to(ROOT).with_suffix("")
+        parts = relative.parts[:-1] if relative.name == "__init__" else relative.parts
+        paths[".".join(parts)] = path
+    graph = {}
+    for name, path in paths.items():
+        own_package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        graph[name] = {t for t in _imports_of(path, own_package) | _imports_of(path, package)
+                       if t in paths and t != name}
+    return graph
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for target in sorted(graph.get(node, ())):
+            if state.get(target) == 1:
+                return stack[stack.index(target):] + [target]
+            if target not in state and (found := visit(target)):
+                return found
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (found := visit(node)):
+            return found
+    return None
+
+
+def test_there_is_no_import_cycle_in_analysis():
+    graph = _module_graph("analysis")
+    # The graph sees absolute, relative and function-level imports.
+    assert "analysis.runs" in graph["analysis.tasks"] and "analysis.pipeline" in graph["analysis.runs"]
+    assert "analysis.runs" in graph["analysis.views"]
+    cycle = _cycle(graph)
+    assert cycle is None, " -> ".join(cycle)
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set()}) is None
