@@ -13,9 +13,9 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_POST
 
-from config.security import chart_page_csp
 from surveys.access import studies_visible_to, study_for_user
 from surveys.monitoring import dashboard_snapshot
+from web.security import chart_page_csp
 
 from . import charts, exports, importers, metrics_run, registry, runs, selectors
 from .forms import GoldImportForm, ResponsesImportForm

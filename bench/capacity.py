@@ -91,7 +91,7 @@ def main(argv=None) -> int:
     _stack.prepare_site(env)
     server = _stack.Gunicorn(env, args.port, workers=args.workers, log_path=Path("/tmp/hev_launch_capacity.log"))
     server.start()
-    surge.django_setup(env)  # the bots parse pages with surveys.bots
+    surge.django_setup(env)  # the bots parse pages with bots.pages
     best = {"survey": 0.0, "healthz": 0.0}
     print(f"capacity on {os.cpu_count()} cores, gunicorn workers: {args.workers or 'config default'}; "
           f"load average {os.getloadavg()[0]:.1f} (the load generator shares the cores)")

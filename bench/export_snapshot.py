@@ -15,7 +15,7 @@ the database named by ``DATABASE_URL`` is DROPPED and created again):
 2. fills the three demo studies with scripted participants
    (``simulate_participants``, a fixed seed per study: honest, speeders,
    straight-liners, attention failers, early exits, random clickers);
-3. fills ``tide-planted`` with the planted test data of ``tests/quality_data.py``
+3. fills ``tide-planted`` with the planted test data of ``tests/support/quality_data.py``
    (participants.csv, ratings.csv and gold.csv through ``import_responses`` and
    ``import_gold``, plus the live planted participants with attention checks
    between their blocks);
@@ -132,7 +132,7 @@ def _fill_with_planted_data(folder: Path) -> None:
     from django.core.management import call_command
 
     from surveys.models import Study
-    from tests.quality_data import live_participants_create, planted_files, planted_population
+    from tests.support.quality_data import live_participants_create, planted_files, planted_population
 
     people = planted_population()
     files = planted_files(people)

@@ -71,7 +71,7 @@ class Recorder:
 
 
 def timed_transport_class():
-    from surveys.bots import HttpTransport, RawResponse
+    from bots.transports import HttpTransport, RawResponse
 
     class TimedTransport(HttpTransport):
         """HttpTransport that times every request; optionally submits again after a
@@ -125,13 +125,14 @@ def run_bots(*, base_url: str, n: int, ramp: float, think_scale: float, seed: in
              mix: dict[str, float] = SURGE_MIX, recorder: Recorder | None = None,
              stop: threading.Event | None = None) -> tuple[list[BotResult], Recorder]:
     """n bots, one thread each (a bounded pool of n), started evenly over ``ramp`` seconds."""
-    from surveys import bots
+    from bots.drive import drive, new_external_id
+    from bots.personas import persona_mix
 
     TimedTransport, _ = timed_transport_class()
     recorder = recorder or Recorder()
     rng = random.Random(seed)
-    personas = bots.persona_mix(n, rng, mix)
-    ids = [bots.new_external_id(rng) for _ in range(n)]
+    personas = persona_mix(n, rng, mix)
+    ids = [new_external_id(rng) for _ in range(n)]
 
     def one(i: int) -> BotResult:
         # Spread over 95% of the ramp: thread start-up jitter stays inside it.
@@ -142,7 +143,7 @@ def run_bots(*, base_url: str, n: int, ramp: float, think_scale: float, seed: in
         transport = TimedTransport(base_url, recorder, retries=retries)
         result = BotResult(i, personas[i].name, ids[i], "error")
         try:
-            run = bots.drive(
+            run = drive(
                 transport, persona=personas[i], slug=SLUG, external_id=ids[i], rng=random.Random(seed * 100003 + i),
                 advance=lambda seconds: time.sleep(seconds * think_scale),
             )

@@ -21,7 +21,7 @@ accesslog = os.environ.get("GUNICORN_ACCESS_LOG", "-")
 logconfig_dict = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"mask_ids": {"()": "config.security.MaskParticipantIdsFilter"}},
+    "filters": {"mask_ids": {"()": "web.security.MaskParticipantIdsFilter"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["mask_ids"]}},
     "loggers": {
         "gunicorn.error": {"handlers": ["console"], "level": "INFO", "propagate": False},

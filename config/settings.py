@@ -15,7 +15,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from config.security import DEFAULT_CSP
+from web.security import DEFAULT_CSP
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -122,22 +122,24 @@ INSTALLED_APPS = [
     "rest_framework.authtoken",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "web",
     "surveys",
     "analysis",
+    "bots",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
-    "config.security.ContentSecurityPolicyMiddleware",
+    "web.security.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
-    "config.sessions.SessionRefreshMiddleware",
+    "web.sessions.SessionRefreshMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "config.middleware.DatabaseUnavailableMiddleware",
+    "web.errors.DatabaseUnavailableMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -191,7 +193,7 @@ LOGIN_REDIRECT_URL = "/studies/"
 
 # Participants may take a long break; 60 minutes of inactivity is the floor.
 SESSION_COOKIE_AGE = env_int("SESSION_COOKIE_AGE", 4 * 60 * 60, minimum=60 * 60)
-# Sliding expiry without a write per request: config/sessions.py.
+# Sliding expiry without a write per request: web/sessions.py.
 SESSION_SAVE_EVERY_REQUEST = False
 SESSION_REFRESH_SECONDS = env_int("SESSION_REFRESH_SECONDS", 5 * 60, minimum=0)
 SESSION_COOKIE_HTTPONLY = True
@@ -300,7 +302,7 @@ CONTENT_SECURITY_POLICY = os.environ.get("CONTENT_SECURITY_POLICY", DEFAULT_CSP)
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"mask_ids": {"()": "config.security.MaskParticipantIdsFilter"}},
+    "filters": {"mask_ids": {"()": "web.security.MaskParticipantIdsFilter"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["mask_ids"]}},
     "loggers": {
         "django.server": {"handlers": ["console"], "level": "INFO", "propagate": False},

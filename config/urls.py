@@ -1,17 +1,11 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.http import HttpRequest, HttpResponse
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from .accounts import RateLimitedLoginView
-from .security import chart_page_csp
-
-
-
-def healthz(request: HttpRequest) -> HttpResponse:
-    """Liveness without the database: the baseline of bench/capacity.py and the stack's readiness probe."""
-    return HttpResponse("ok", content_type="text/plain")
+from web.accounts import RateLimitedLoginView
+from web.security import chart_page_csp
+from web.views import healthz
 
 
 urlpatterns = [
@@ -29,5 +23,5 @@ urlpatterns = [
     path("", include("surveys.urls")),
 ]
 
-handler400 = "config.middleware.bad_request"
-handler500 = "config.middleware.server_error"
+handler400 = "web.errors.bad_request"
+handler500 = "web.errors.server_error"

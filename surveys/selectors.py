@@ -153,27 +153,3 @@ def demographic_questions(*, study: Study) -> list[DemographicQuestion]:
 
 def end_of_study_questions(*, study: Study) -> list[FreeTextQuestion]:
     return list(FreeTextQuestion.objects.filter(study=study, per_block=False))
-
-
-
-def participant_pages(*, participant: Participant) -> list[VisitPage]:
-    """Every page of the participant's sequence, in order, from four queries (bulk use: the bots)."""
-    study = participant.study
-    dimensions = list(Dimension.objects.filter(study=study))
-    questions = list(FreeTextQuestion.objects.filter(study=study, per_block=True))
-    visits = list(
-        BlockVisit.objects.filter(participant=participant)
-        .select_related("block__scenario", "attention_check")
-        .order_by("sequence")
-    )
-    placements: dict[int, list[ItemPlacement]] = {}
-    for placement in ItemPlacement.objects.filter(visit__participant=participant).select_related("item").order_by(
-        "visit_id", "position"
-    ):
-        placements.setdefault(placement.visit_id, []).append(placement)
-    return [
-        VisitPage(visit=v, placements=[], dimensions=dimensions[:1])
-        if v.attention_check_id
-        else VisitPage(visit=v, placements=placements.get(v.pk, []), dimensions=dimensions, free_text_questions=questions)
-        for v in visits
-    ]

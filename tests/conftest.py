@@ -1,22 +1,29 @@
-"""Shared fixtures: the three studies loaded from fixtures/, and study files
-written to a temporary folder."""
+"""Every shared fixture of the test suite, in one place.
+
+Studies: ``tide``, ``counselor`` and ``most_least`` loaded from fixtures/, and
+``tide_definition`` (the raw JSON). Participant flow: ``steps``. Researcher
+side: ``owner`` owns ``study`` (TIDE), ``other`` owns ``other_study``
+(most-least), ``staff`` is staff; ``filled`` adds twelve scripted participants
+to ``study`` and ``done_run`` a finished (quick) analysis run of it;
+``owner_client`` and ``owner_token`` sign ``owner`` in. The helpers these are
+built from live in ``tests/support/``.
+"""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
+from django.core.cache import cache
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
 
-from surveys.definition import parse_definition, read_definition_file
-from surveys.loader import study_load
+from tests.support.paths import FIXTURES
+from tests.support.researcher import QUICK_ANALYSES, fill_with_bots, finished_run, make_user, narrow_analyses
+from tests.support.studies import load_fixture
+from tests.support.survey_steps import SurveySteps
 
-ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = ROOT / "fixtures"
-
-
-def load_fixture(name: str):
-    return study_load(definition=parse_definition(read_definition_file(FIXTURES / name))).study
+# --- studies ---------------------------------------------------------------------------
 
 
 @pytest.fixture
@@ -42,62 +49,86 @@ def tide_definition() -> dict:
 # --- participant flow (surveys.views) ---------------------------------------------------
 
 
-class SurveySteps:
-    """Short-hands for walking a participant through the real views with a test Client."""
-
-    def link(self, study, external_id: str = "a" * 24) -> str:
-        return f"/s/{study.slug}/?{study.id_param}={external_id}&STUDY_ID=st1&SESSION_ID=se1"
-
-    def start(self, client, study, external_id: str = "a" * 24):
-        """Enter, consent and read the instructions; returns the participant."""
-        from surveys.models import Participant
-
-        client.get(self.link(study, external_id))
-        client.post(f"/s/{study.slug}/consent/", {"decision": "accept"})
-        client.post(f"/s/{study.slug}/instructions/")
-        return Participant.objects.get(study=study, external_id=external_id)
-
-    def page(self, client, study):
-        """(response, PageSpec) of the participant's current page."""
-        from surveys.bots import page_spec_from_html
-
-        response = client.get(f"/s/{study.slug}/page/", follow=True)
-        return response, page_spec_from_html(response.content.decode())
-
-    def answers(self, spec, rating: int = 4) -> dict:
-        """Complete, valid answers for a block or check page (rank = display order)."""
-        from surveys.bots import _expected_value
-
-        if spec.kind == "check":
-            return {"visit": spec.visit_id, "attention": _expected_value(spec.statement, spec.check_points)}
-        data = {"visit": spec.visit_id}
-        for i, pid in enumerate(spec.placements, start=1):
-            for key in spec.dimensions:
-                data[f"rate-{pid}-{key}"] = rating
-            if spec.ranking:
-                data[f"rank-{pid}"] = i
-        if spec.best_worst:
-            data["most"], data["least"] = spec.placements[0], spec.placements[-1]
-        return data
-
-    def submit_current(self, client, study, **overrides):
-        response, spec = self.page(client, study)
-        data = {**self.answers(spec), **overrides}
-        return client.post(f"/s/{study.slug}/page/", data), spec
-
-    def finish(self, client, study, demographics: dict | None = None):
-        """Answer every remaining page and the demographics; returns the last response."""
-        while True:
-            response, spec = self.page(client, study)
-            if spec.kind not in {"block", "check"}:
-                break
-            client.post(f"/s/{study.slug}/page/", self.answers(spec))
-        return client.post(f"/s/{study.slug}/about-you/", demographics or {}, follow=True)
-
-
 @pytest.fixture
 def steps() -> SurveySteps:
     return SurveySteps()
+
+
+# --- researchers, their studies and runs -------------------------------------------------
+
+
+@pytest.fixture
+def owner(db):
+    return make_user("owner")
+
+
+@pytest.fixture
+def other(db):
+    return make_user("other")
+
+
+@pytest.fixture
+def staff(db):
+    return make_user("staff", is_staff=True)
+
+
+@pytest.fixture
+def study(tide, owner):
+    """TIDE, owned by ``owner``."""
+    tide.owners.add(owner)
+    return tide
+
+
+@pytest.fixture
+def other_study(most_least, other):
+    """most-least, owned by ``other``."""
+    most_least.owners.add(other)
+    return most_least
+
+
+@pytest.fixture
+def filled(study):
+    fill_with_bots(study, 12)
+    return study
+
+
+@pytest.fixture
+def quick_stats(monkeypatch):
+    narrow_analyses(monkeypatch, (*QUICK_ANALYSES, "sensitivity_win_table"))
+
+
+@pytest.fixture
+def done_run(filled, quick_stats):
+    return finished_run(filled)
+
+
+@pytest.fixture
+def owner_client(client, owner):
+    """pytest-django's ``client``, signed in as ``owner``."""
+    client.force_login(owner)
+    return client
+
+
+@pytest.fixture
+def owner_token(owner) -> str:
+    return Token.objects.create(user=owner).key
+
+
+@pytest.fixture
+def owner_api(owner, owner_token) -> APIClient:
+    """An API client that authenticates as ``owner`` with the token."""
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {owner_token}")
+    return client
+
+
+@pytest.fixture
+def fresh_cache():
+    """An empty cache: sign-in failure counters and API throttles live there, keyed by ids that repeat between tests."""
+    cache.clear()
+
+
+# --- the whole suite ---------------------------------------------------------------------
 
 
 @pytest.fixture(autouse=True, scope="session")

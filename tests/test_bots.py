@@ -6,11 +6,12 @@ import statistics
 import pytest
 from django.core.management import call_command
 
-from surveys import bots
+from bots.drive import BotRun, run_in_process, run_over_http
+from bots.personas import PERSONAS, EarlyExit, Persona, persona_mix, persona_named
 from surveys.models import BlockVisit, FreeTextAnswer, ItemPlacement, Participant, Rating
 
 
-def reconcile(run: bots.BotRun) -> Participant:
+def reconcile(run: BotRun) -> Participant:
     """Every acknowledged page of the run is in the database exactly as submitted."""
     participant = Participant.objects.get(external_id=run.external_id)
     for submission, ack in zip(run.submitted, run.acknowledged):
@@ -41,7 +42,7 @@ def _block_seconds(participant):
 
 
 def test_an_honest_bot_completes_tide_in_realistic_time_with_ratings_that_follow_quality(tide):
-    run = bots.run_in_process(persona=bots.Persona(), study=tide, seed=7)
+    run = run_in_process(persona=Persona(), study=tide, seed=7)
     assert run.outcome == "completed" and run.completion_code == "C1TIDE7Q"
     participant = reconcile(run)
     minutes = (participant.finished_at - participant.started_at).total_seconds() / 60
@@ -61,7 +62,7 @@ def test_an_honest_bot_completes_tide_in_realistic_time_with_ratings_that_follow
 
 @pytest.mark.parametrize("name", ["speeder", "straight_liner", "attention_failer", "random"])
 def test_each_persona_completes_through_the_real_views(tide, name):
-    run = bots.run_in_process(persona=bots.persona_named(name), study=tide, seed=11)
+    run = run_in_process(persona=persona_named(name), study=tide, seed=11)
     assert run.outcome == "completed"
     participant = reconcile(run)
     checks = list(participant.visits.filter(attention_check__isnull=False))
@@ -74,7 +75,7 @@ def test_each_persona_completes_through_the_real_views(tide, name):
 
 
 def test_an_early_exit_bot_leaves_half_way(tide):
-    run = bots.run_in_process(persona=bots.EarlyExit(), study=tide, seed=3)
+    run = run_in_process(persona=EarlyExit(), study=tide, seed=3)
     assert run.outcome == "exited"
     participant = reconcile(run)
     assert participant.status == "exited" and participant.finished_at is None
@@ -82,7 +83,7 @@ def test_an_early_exit_bot_leaves_half_way(tide):
 
 
 def test_a_best_worst_bot_answers_free_text_within_limits(most_least):
-    run = bots.run_in_process(persona=bots.Persona(), study=most_least, seed=5)
+    run = run_in_process(persona=Persona(), study=most_least, seed=5)
     assert run.outcome == "completed"
     reconcile(run)
     assert FreeTextAnswer.objects.count() == most_least.blocks.count()
@@ -90,14 +91,14 @@ def test_a_best_worst_bot_answers_free_text_within_limits(most_least):
 
 
 def test_the_persona_mix_is_mostly_honest_with_some_of_each():
-    names = [p.name for p in bots.persona_mix(150, random.Random(1))]
+    names = [p.name for p in persona_mix(150, random.Random(1))]
     assert len(names) == 150
     assert names.count("honest") >= 90
-    assert set(names) == set(bots.PERSONAS)
+    assert set(names) == set(PERSONAS)
 
 
 def test_the_http_driver_runs_a_bot_against_a_live_server(live_server, counselor):
-    run = bots.run_over_http(persona=bots.Persona(), base_url=live_server.url, slug="counselor", seed=2)
+    run = run_over_http(persona=Persona(), base_url=live_server.url, slug="counselor", seed=2)
     assert run.outcome == "completed" and run.completion_code == "C0UNSEL1"
     reconcile(run)
     assert Participant.objects.get().status == "completed"

@@ -19,11 +19,18 @@ import warnings
 
 import pytest
 
-from surveys import selectors, services
-from surveys.bots import _expected_value
 from surveys.models import Participant
-from tests.browser import (  # noqa: F401  (browser is a fixture)
-    PHONE, back_from_the_panel, browser, csp_violations, new_page, stub_the_panel, tab_to,
+from tests.support.browser import (  # noqa: F401  (browser is a fixture)
+    PHONE,
+    answer_until,
+    back_from_the_panel,
+    browser,
+    csp_violations,
+    new_page,
+    participant_link,
+    start_survey,
+    stub_the_panel,
+    tab_to,
 )
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -41,10 +48,6 @@ FAST_3G = {
     "latency": 150 * 3.75,  # 562.5 ms
 }
 PAGE_WEIGHT_BUDGET = 100 * 1024
-
-
-def _link(live_server, external_id: str) -> str:
-    return f"{live_server.url}/s/tide/?PROLIFIC_PID={external_id}&STUDY_ID=st&SESSION_ID=se"
 
 
 # --- axe ------------------------------------------------------------------------------
@@ -72,38 +75,6 @@ def audit(page, name: str) -> list[str]:
 # --- getting to each page quickly --------------------------------------------------------
 
 
-def _answer_until(participant: Participant, *, stop_at: str | None) -> None:
-    """Submit the participant's pages through the services until a page of kind ``stop_at``
-    ("check") is current, or all of them (``stop_at=None``)."""
-    study = participant.study
-    while True:
-        state = selectors.participant_state(participant=participant)
-        if state.current_visit_id is None:
-            return
-        page = selectors.visit_page_get(visit_id=state.current_visit_id, study=study)
-        if stop_at == "check" and page.is_check:
-            return
-        services.visit_mark_shown(visit_id=page.visit.pk)
-        if page.is_check:
-            answers = services.PageAnswers(
-                attention_value=_expected_value(page.visit.attention_check.text, page.dimensions[0].points)
-            )
-        else:
-            answers = services.PageAnswers(
-                ratings={(p.pk, d.pk): 3 for p in page.placements for d in page.dimensions},
-                ranks={p.pk: p.position for p in page.placements},
-            )
-        services.block_answer_submit(participant_id=participant.pk, visit_id=page.visit.pk, answers=answers)
-
-
-def _start(page, live_server, external_id: str) -> Participant:
-    page.goto(_link(live_server, external_id))
-    page.get_by_role("button", name="I agree to take part").click()
-    page.get_by_role("button", name="Start").click()
-    page.wait_for_url("**/page/")
-    return Participant.objects.get(external_id=external_id)
-
-
 def _fill_block(page) -> None:
     """Answer the block on screen (every rating 4, ranks in display order) without submitting."""
     page.evaluate(
@@ -126,7 +97,7 @@ def test_it_has_no_serious_axe_violations_on_any_participant_page(browser, live_
     assert "incomplete" in page.title()
     blocking += audit(page, "entry error (bad link)")
 
-    page.goto(_link(live_server, "a" * 24))
+    page.goto(participant_link(live_server, "a" * 24))
     blocking += audit(page, "consent")
     page.get_by_role("button", name="I agree to take part").click()
     blocking += audit(page, "instructions")
@@ -139,7 +110,7 @@ def test_it_has_no_serious_axe_violations_on_any_participant_page(browser, live_
     blocking += audit(page, "block with errors")
 
     participant = Participant.objects.get(external_id="a" * 24)
-    _answer_until(participant, stop_at="check")
+    answer_until(participant, stop_at="check")
     page.goto(f"{live_server.url}/s/tide/page/")
     assert page.locator("form[data-page=check]").count() == 1
     blocking += audit(page, "attention check")
@@ -150,7 +121,7 @@ def test_it_has_no_serious_axe_violations_on_any_participant_page(browser, live_
     page.goto(f"{live_server.url}/s/tide/exit/")
     blocking += audit(page, "exit")
 
-    _answer_until(participant, stop_at=None)
+    answer_until(participant, stop_at=None)
     page.goto(f"{live_server.url}/s/tide/about-you/")
     blocking += audit(page, "demographics")
     stub_the_panel(page)
@@ -163,7 +134,7 @@ def test_it_has_no_serious_axe_violations_on_any_participant_page(browser, live_
     tide.save()
     newcomer = new_page(browser)
     csp_violations(newcomer, refused)
-    newcomer.goto(_link(live_server, "b" * 24))
+    newcomer.goto(participant_link(live_server, "b" * 24))
     assert "full" in newcomer.title()
     blocking += audit(newcomer, "study full")
     newcomer.goto(f"{live_server.url}/s/tide/page/")
@@ -179,7 +150,7 @@ def test_it_has_no_serious_axe_violations_on_any_participant_page(browser, live_
 
 def test_it_moves_focus_to_an_error_summary_linked_to_the_fields(browser, live_server, tide):
     page = new_page(browser)
-    _start(page, live_server, "c" * 24)
+    start_survey(page, live_server, "c" * 24)
     # Each response's scale is a fieldset whose legend names the response; labels are clickable.
     legends = page.locator("section.response fieldset legend").all_inner_texts()
     assert len(legends) == 5 and all(re.match(r"Response \d: ", text) for text in legends)
@@ -211,7 +182,7 @@ def test_it_moves_focus_to_an_error_summary_linked_to_the_fields(browser, live_s
 
 def test_it_ranks_with_the_keyboard_alone_and_announces_each_move(browser, live_server, tide):
     page = new_page(browser)
-    _start(page, live_server, "d" * 24)
+    start_survey(page, live_server, "d" * 24)
     order = lambda: page.locator("[data-rank-row]").evaluate_all("els => els.map(e => +e.dataset.number)")  # noqa: E731
     status = page.locator("[data-rank-status]")
     assert status.get_attribute("aria-live") == "polite"
@@ -250,7 +221,7 @@ def _no_horizontal_scroll(page) -> None:
 def test_it_reflows_at_320_px_and_at_200_percent_zoom(browser, live_server, tide):
     for name, options in (("320 px", {"viewport": NARROW}), ("200 % zoom", ZOOM_200)):
         page = new_page(browser, **options)
-        participant = _start(page, live_server, ("e" if name == "320 px" else "f") * 24)
+        participant = start_survey(page, live_server, ("e" if name == "320 px" else "f") * 24)
         _no_horizontal_scroll(page)
         page.get_by_role("button", name="Next").click()
         page.locator("#error-summary").wait_for()
@@ -258,10 +229,10 @@ def test_it_reflows_at_320_px_and_at_200_percent_zoom(browser, live_server, tide
         # No sticky message on a small or zoomed screen: it would cover half of it.
         assert page.evaluate("getComputedStyle(document.querySelector('[data-scenario]')).position") == "static"
         assert page.locator(".scenario-reminder summary").first.is_visible()
-        _answer_until(participant, stop_at="check")
+        answer_until(participant, stop_at="check")
         page.goto(f"{live_server.url}/s/tide/page/")
         _no_horizontal_scroll(page)
-        _answer_until(participant, stop_at=None)
+        answer_until(participant, stop_at=None)
         page.goto(f"{live_server.url}/s/tide/about-you/")
         _no_horizontal_scroll(page)
         stub_the_panel(page)
@@ -293,7 +264,7 @@ def _small_targets(page) -> list[str]:
 def test_every_target_on_a_block_page_is_at_least_24_px(browser, live_server, tide):
     for viewport in (DESKTOP_800, PHONE):
         page = new_page(browser, viewport=viewport)
-        _start(page, live_server, ("1" if viewport is PHONE else "2") * 24)
+        start_survey(page, live_server, ("1" if viewport is PHONE else "2") * 24)
         assert _small_targets(page) == []
         page.keyboard.press("Tab")  # the skip link, now on screen
         assert page.evaluate("document.activeElement.className") == "skip-link"
@@ -306,7 +277,7 @@ def test_every_target_on_a_block_page_is_at_least_24_px(browser, live_server, ti
 
 def test_responses_have_a_readable_measure_and_the_message_stays_in_view(browser, live_server, tide):
     page = new_page(browser, viewport=DESKTOP_800)
-    _start(page, live_server, "3" * 24)
+    start_survey(page, live_server, "3" * 24)
     # Characters on each full line of the longest response (every line but its last).
     per_line = page.evaluate(
         """() => {
@@ -345,7 +316,7 @@ def test_responses_have_a_readable_measure_and_the_message_stays_in_view(browser
 
 def test_progress_shows_time_left_and_a_returning_participant_is_welcomed_back(browser, live_server, tide):
     page = new_page(browser)
-    _start(page, live_server, "4" * 24)
+    start_survey(page, live_server, "4" * 24)
     detail = page.locator("[data-time-left]").inner_text()
     assert detail == "0 of 24 blocks done · about 30 minutes left (at a typical pace)"
     assert page.locator("[data-welcome-back]").count() == 0
@@ -357,7 +328,7 @@ def test_progress_shows_time_left_and_a_returning_participant_is_welcomed_back(b
     assert page.locator("[data-welcome-back]").count() == 0
     # The same person opens the study link again in another browser, after a break.
     other = new_page(browser)
-    other.goto(_link(live_server, "4" * 24))
+    other.goto(participant_link(live_server, "4" * 24))
     note = other.locator("[data-welcome-back]")
     on_check = other.locator("form[data-page=check]").count() == 1  # a check may follow block 1
     where = "the page where you left off" if on_check else "block 2 of 24"
@@ -375,7 +346,7 @@ def test_progress_shows_time_left_and_a_returning_participant_is_welcomed_back(b
 @pytest.mark.slow
 def test_a_block_page_is_light_and_paints_fast_on_fast_3g(browser, live_server, tide):
     page = new_page(browser)
-    _start(page, live_server, "5" * 24)
+    start_survey(page, live_server, "5" * 24)
     cdp = page.context.new_cdp_session(page)
     cdp.send("Network.enable")
     # As on a participant's first block: nothing cached.

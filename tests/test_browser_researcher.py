@@ -11,9 +11,10 @@ import zipfile
 
 import pytest
 
-from surveys import bots
-from tests.browser import browser, new_page, save_screenshot  # noqa: F401  (browser is a fixture)
-from tests.researcher_data import *  # noqa: F401,F403  (pytest fixtures)
+from bots.drive import run_over_http
+from bots.personas import Persona
+from tests.support.browser import browser, new_page, save_screenshot  # noqa: F401  (browser is a fixture)
+from tests.support.researcher import PASSWORD, fill_with_bots
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -44,8 +45,8 @@ def test_a_researcher_follows_a_study_from_dashboard_to_the_zip(browser, live_se
 
     outcomes: list[str] = []
     threads = [
-        threading.Thread(target=lambda seed=seed: outcomes.append(bots.run_over_http(
-            persona=bots.Persona(), base_url=live_server.url, slug=study.slug, seed=seed).outcome))
+        threading.Thread(target=lambda seed=seed: outcomes.append(run_over_http(
+            persona=Persona(), base_url=live_server.url, slug=study.slug, seed=seed).outcome))
         for seed in range(HTTP_BOTS)
     ]
     for thread in threads:

@@ -10,15 +10,11 @@ import re
 import pytest
 
 from surveys.models import BlockVisit, ItemPlacement, Participant, Rating
-from tests.browser import (  # noqa: F401  (browser is a fixture)
-    PHONE, back_from_the_panel, browser, new_page, stub_the_panel, tab_to,
+from tests.support.browser import (  # noqa: F401  (browser is a fixture)
+    PHONE, back_from_the_panel, browser, new_page, participant_link, stub_the_panel, tab_to,
 )
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
-
-
-def _link(live_server, external_id: str) -> str:
-    return f"{live_server.url}/s/tide/?PROLIFIC_PID={external_id}&STUDY_ID=st&SESSION_ID=se"
 
 
 def _kind(page) -> str:
@@ -102,7 +98,7 @@ def test_it_completes_tide_with_a_mouse_and_drag_ranking(browser, live_server, t
     external_id = "d" * 24
     rng, record = random.Random(1), Record()
     page = new_page(browser)
-    page.goto(_link(live_server, external_id))
+    page.goto(participant_link(live_server, external_id))
     assert "PROLIFIC_PID" not in page.url and page.url.endswith("/s/tide/consent/")
     page.get_by_role("button", name="I agree to take part").click()
     page.get_by_role("button", name="Start").click()
@@ -162,7 +158,7 @@ def test_it_completes_tide_on_a_phone_without_javascript_using_rank_selects(brow
     external_id = "e" * 24
     rng, record = random.Random(2), Record()
     page = new_page(browser, viewport=PHONE, javascript=False)
-    page.goto(_link(live_server, external_id))
+    page.goto(participant_link(live_server, external_id))
     page.get_by_role("button", name="I agree to take part").click()
     page.get_by_role("button", name="Start").click()
     blocks = 0
@@ -198,7 +194,7 @@ def test_it_completes_tide_on_a_phone_without_javascript_using_rank_selects(brow
         if blocks == 5 and kind == "block":
             # Another browser (the same person re-opening the link) resumes at the same page.
             other = new_page(browser, viewport=PHONE, javascript=False)
-            other.goto(_link(live_server, external_id))
+            other.goto(participant_link(live_server, external_id))
             assert _visit_id(other) == _visit_id(page)
             if _kind(other) == "block":
                 assert _placements(other) == _placements(page)
@@ -236,7 +232,7 @@ def test_it_completes_tide_with_the_keyboard_only(browser, live_server, tide):
     external_id = "f" * 24
     rng, record = random.Random(3), Record()
     page = new_page(browser)
-    page.goto(_link(live_server, external_id))
+    page.goto(participant_link(live_server, external_id))
     tab_to(page, "#consent-accept")
     page.keyboard.press("Enter")
     page.wait_for_url("**/instructions/")

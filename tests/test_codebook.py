@@ -17,8 +17,7 @@ import pytest
 
 from analysis import codebook, exports, quality, registry, stats
 from analysis.zip_readme import zip_readme_text
-from tests.researcher_data import *  # noqa: F401,F403  (pytest fixtures)
-from tests.researcher_data import fill_with_bots, finished_run
+from tests.support.researcher import fill_with_bots, finished_run
 
 # The quality step writes these tables; the statistics step computes the others.
 QUALITY_TABLES = {"filter_flow": quality.FILTER_FLOW_COLUMNS,

@@ -21,7 +21,7 @@ from surveys.models import (
     AttentionCheck, Block, Condition, DemographicQuestion, Dimension, FreeTextQuestion, Item, Participant, Scenario,
     Study, System,
 )
-from tests.researcher_data import make_user
+from tests.support.researcher import make_user
 
 
 def _rename(definition: dict, field: str, old: str, new: str) -> None:

@@ -9,21 +9,14 @@ import io
 import numpy as np
 import pandas as pd
 import pytest
-from rest_framework.test import APIClient
 
 from analysis.frames import participants_frame, ratings_frame
 from analysis.importers import gold_import, responses_import
 from analysis.models import ParticipantResult
 from surveys.models import BlockVisit, Participant
-from tests.quality_data import live_participants_create, planted_files, planted_population
-from tests.researcher_data import *  # noqa: F401,F403  (pytest fixtures)
-from tests.researcher_data import fill_with_bots, finished_run
+from tests.support.quality_data import live_participants_create, planted_files, planted_population
+from tests.support.researcher import fill_with_bots, finished_run
 
-@pytest.fixture
-def api(owner) -> APIClient:
-    client = APIClient()
-    client.force_authenticate(owner)
-    return client
 
 
 def _csv(response) -> list[dict]:
@@ -31,10 +24,10 @@ def _csv(response) -> list[dict]:
     return list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
 
 
-def _api_ratings(api, slug: str) -> list[dict]:
+def _api_ratings(owner_api, slug: str) -> list[dict]:
     rows, url = [], f"/api/studies/{slug}/ratings/"
     while url:
-        body = api.get(url).json()
+        body = owner_api.get(url).json()
         rows += body["results"]
         url = body["next"]
     return rows
@@ -74,7 +67,7 @@ def _nan_none(value) -> float | None:
 
 
 @pytest.mark.parametrize("fixture", ["tide", "counselor", "most_least"])
-def test_the_api_ratings_csv_and_the_frame_agree_on_block_order_and_seconds(request, fixture, owner, api,
+def test_the_api_ratings_csv_and_the_frame_agree_on_block_order_and_seconds(request, fixture, owner, owner_api,
                                                                             quick_stats):
     study = request.getfixturevalue(fixture)
     study.owners.add(owner)
@@ -89,7 +82,7 @@ def test_the_api_ratings_csv_and_the_frame_agree_on_block_order_and_seconds(requ
         assert (row.block_order, _nan_none(row.seconds_on_block)) == truth[(row.participant_id, row.block_id)]
 
     # ratings.csv: exactly the frame's rows of the retained participants, in the frame's order.
-    exported = _csv(api.get(f"/api/studies/{study.slug}/exports/ratings.csv"))
+    exported = _csv(owner_api.get(f"/api/studies/{study.slug}/exports/ratings.csv"))
     retained = set(ParticipantResult.objects.filter(run=run, excluded_by="").values_list("participant__pseudonym",
                                                                                          flat=True))
     kept = frame[frame["participant_id"].isin(retained)]
@@ -106,7 +99,7 @@ def test_the_api_ratings_csv_and_the_frame_agree_on_block_order_and_seconds(requ
     assert ("dimension" in exported[0]) == (study.dimensions.count() > 1)
 
     # The API: every rating (retained or not) with the same two columns.
-    listed = _api_ratings(api, study.slug)
+    listed = _api_ratings(owner_api, study.slug)
     assert len(listed) == int(frame["rating"].notna().sum())  # a best-worst study has no ratings to list
     for row in listed:
         assert (row["block_order"], row["seconds_on_block"]) == truth[(row["participant_id"], row["block_id"])]
@@ -121,11 +114,11 @@ def test_the_api_ratings_csv_and_the_frame_agree_on_block_order_and_seconds(requ
         assert any(r["participant_id"] in with_checks and r["block_order"] == study.blocks.count() for r in listed)
 
 
-def test_a_best_worst_study_exports_the_rows_of_its_frame(most_least, owner, api, quick_stats):
+def test_a_best_worst_study_exports_the_rows_of_its_frame(most_least, owner, owner_api, quick_stats):
     most_least.owners.add(owner)
     fill_with_bots(most_least, 8, seed=5)
     finished_run(most_least)
-    exported = _csv(api.get(f"/api/studies/{most_least.slug}/exports/ratings.csv"))
+    exported = _csv(owner_api.get(f"/api/studies/{most_least.slug}/exports/ratings.csv"))
     assert exported and all(row["rating"] == "" and row["rank"] == "" for row in exported)
     assert list(exported[0]) == ["participant_id", "block_id", "scenario", "response_id", "model", "condition",
                                  "position", "rating", "rank", "block_order", "seconds_on_block"]
@@ -134,7 +127,7 @@ def test_a_best_worst_study_exports_the_rows_of_its_frame(most_least, owner, api
     assert set(per_block) == {5}
 
 
-def test_the_ratings_of_a_live_participant_with_checks_between_blocks(tide, owner, api, quick_stats):
+def test_the_ratings_of_a_live_participant_with_checks_between_blocks(tide, owner, owner_api, quick_stats):
     tide.owners.add(owner)
     people = [p for p in planted_population(n_honest=2) if p.live]
     live_participants_create(tide, people)
@@ -145,10 +138,10 @@ def test_the_ratings_of_a_live_participant_with_checks_between_blocks(tide, owne
                   .values_list("block__key", "sequence"))
     assert [s for _, s in blocks][7:10] == [8, 10, 11] and blocks[-1][1] == 26
 
-    listed = [r for r in _api_ratings(api, tide.slug) if r["participant_id"] == honest.pseudonym]
+    listed = [r for r in _api_ratings(owner_api, tide.slug) if r["participant_id"] == honest.pseudonym]
     api_order = {r["block_id"]: r["block_order"] for r in listed}
     assert api_order == {key: n for n, (key, _) in enumerate(blocks, start=1)}
-    exported = _csv(api.get(f"/api/studies/{tide.slug}/exports/ratings.csv"))
+    exported = _csv(owner_api.get(f"/api/studies/{tide.slug}/exports/ratings.csv"))
     csv_order = {r["block_id"]: int(r["block_order"]) for r in exported if r["participant_id"] == honest.pseudonym}
     assert csv_order == api_order
     frame = ratings_frame(tide.pk)
@@ -157,7 +150,7 @@ def test_the_ratings_of_a_live_participant_with_checks_between_blocks(tide, owne
     assert {r["seconds_on_block"] for r in listed} == {40.0} == set(mine["seconds_on_block"])
 
 
-def test_attention_passed_agrees_between_participants_csv_and_the_frame(tide, owner, api, quick_stats):
+def test_attention_passed_agrees_between_participants_csv_and_the_frame(tide, owner, owner_api, quick_stats):
     tide.owners.add(owner)
     people = planted_population(n_honest=4)
     files = planted_files(people)
@@ -168,7 +161,7 @@ def test_attention_passed_agrees_between_participants_csv_and_the_frame(tide, ow
     finished_run(tide)
 
     exported = {r["participant_id"]: r["attention_passed"] for r in
-                _csv(api.get(f"/api/studies/{tide.slug}/exports/participants.csv"))}
+                _csv(owner_api.get(f"/api/studies/{tide.slug}/exports/participants.csv"))}
     frame = participants_frame(tide.pk).set_index("participant_id")["attention_passed"]
     assert set(exported) == set(frame.index)
     cell = {True: "true", False: "false"}
@@ -196,7 +189,7 @@ def test_a_frame_of_some_participants_is_the_full_frame_restricted_to_them(couns
     assert ratings_frame(counselor.pk, participant_ids=[]).empty
 
 
-def test_ratings_csv_is_the_same_whatever_the_number_of_participants_per_frame(counselor, owner, api, quick_stats,
+def test_ratings_csv_is_the_same_whatever_the_number_of_participants_per_frame(counselor, owner, owner_api, quick_stats,
                                                                                 monkeypatch):
     from analysis import exports
 
@@ -204,7 +197,7 @@ def test_ratings_csv_is_the_same_whatever_the_number_of_participants_per_frame(c
     fill_with_bots(counselor, 9, seed=8)
     finished_run(counselor)
     url = f"/api/studies/{counselor.slug}/exports/ratings.csv"
-    whole = _csv(api.get(url))
+    whole = _csv(owner_api.get(url))
     monkeypatch.setattr(exports, "_PARTICIPANTS_PER_FRAME", 2)
     monkeypatch.setattr(exports, "_ROWS_PER_CHUNK", 7)
-    assert _csv(api.get(url)) == whole and len(whole) > 7
+    assert _csv(owner_api.get(url)) == whole and len(whole) > 7

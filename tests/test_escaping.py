@@ -30,7 +30,8 @@ def xss_study(db, tide_definition):
 
 
 @pytest.fixture
-def researcher(db, xss_study):
+def xss_admin_client(db, xss_study):
+    """A client signed in as a superuser who owns the XSS study."""
     user = User.objects.create_superuser("root", "r@example.org", "pw-123456789")
     xss_study.owners.add(user)
     client = Client()
@@ -66,13 +67,13 @@ def test_a_free_text_answer_is_escaped_when_shown_back(client, most_least, steps
     assert ESCAPED in html
 
 
-def test_researcher_pages_and_admin_escape_stored_text(researcher, xss_study):
+def test_researcher_pages_and_admin_escape_stored_text(xss_admin_client, xss_study):
     participant = Participant.objects.create(study=xss_study, external_id="f" * 24, pseudonym="P-xss",
                                              seed=1, gender=PAYLOAD, state=PAYLOAD)
     for url in ["/studies/", f"/studies/{xss_study.slug}/", "/admin/surveys/study/",
                 f"/admin/surveys/study/{xss_study.pk}/change/", "/admin/surveys/item/?q=script",
                 f"/admin/surveys/participant/{participant.pk}/change/"]:
-        response = researcher.get(url)
+        response = xss_admin_client.get(url)
         assert response.status_code == 200, url
         _assert_escaped(response)
 
@@ -90,7 +91,8 @@ def test_participant_export_prefixes_formula_demographics(db, tide):
     from analysis.exports import export_lines
     from analysis.models import AnalysisRun
     from analysis import runs
-    from surveys.bots import Persona, run_with_services
+    from bots.drive import run_with_services
+    from bots.personas import Persona
 
     run_with_services(persona=Persona(), study=tide, seed=3)
     Participant.objects.filter(study=tide).update(gender=FORMULA, education="+cmd|' /C calc'!A0")

@@ -3,26 +3,21 @@
 from __future__ import annotations
 
 import csv
-import io
 
 import pytest
 from django.core.management import CommandError, call_command
 
 from analysis.exports import EXPORTS, IDENTIFIER_EXPORT_COLUMNS, PARTICIPANT_EXPORT_COLUMNS, csv_cell
-from analysis.importers import gold_import, responses_import
 from analysis.models import AnalysisRun
 from analysis.tasks import run_analysis
 from surveys.models import Participant
-from tests.quality_data import expected_flow, planted_files, planted_population
+from tests.support.quality_data import expected_flow, planted_import, planted_population
 
 
 @pytest.fixture
 def analysed(tide):
     people = [p for p in planted_population(n_honest=6) if not p.live]
-    files = planted_files(people)
-    responses_import(study=tide, participants_file=io.StringIO(files.participants_csv),
-                     ratings_file=io.StringIO(files.ratings_csv))
-    gold_import(study=tide, gold_file=io.StringIO(files.gold_csv))
+    planted_import(tide, people)
     Participant.objects.filter(external_id="honest000").update(education="=HYPERLINK(\"http://x\")")
     run = AnalysisRun.objects.create(study=tide, thresholds=tide.quality_thresholds)
     run_analysis(run.pk)

@@ -9,8 +9,8 @@ import zipfile
 import pytest
 
 from surveys.models import Participant
-from tests.researcher_data import *  # noqa: F401,F403  (pytest fixtures)
-from tests.researcher_data import QUICK_ANALYSES, narrow_analyses
+from tests.support.downloads import csv_rows, response_bytes
+from tests.support.researcher import QUICK_ANALYSES, finished_run, narrow_analyses
 
 # DESIGN 3.3: the tables a paper needs, plus the codebook of every column.
 PAPER_FILES = {"filter_flow.csv", "participants.csv", "ratings.csv", "win_table.csv", "ttests.csv", "anova.csv",
@@ -23,20 +23,12 @@ def paper_stats(monkeypatch):
     narrow_analyses(monkeypatch, (*QUICK_ANALYSES, "ttests", "anova"))
 
 
-def body(response) -> bytes:
-    return b"".join(response.streaming_content) if response.streaming else response.content
-
-
-def parsed(response) -> list[list[str]]:
-    return list(csv.reader(io.StringIO(body(response).decode())))
-
-
 def test_a_value_that_would_be_a_spreadsheet_formula_is_quoted(client, owner, filled, quick_stats):
     target = Participant.objects.filter(study=filled, status="completed").order_by("pk").first()
     Participant.objects.filter(pk=target.pk).update(employment="=HYPERLINK(\"http://x\")", race="+1", state="")
     run = finished_run(filled)
     client.force_login(owner)
-    rows = parsed(client.get(f"/studies/{filled.slug}/exports/participants.csv"))
+    rows = csv_rows(client.get(f"/studies/{filled.slug}/exports/participants.csv"))
     header, mine = rows[0], next(r for r in rows if r[0] == target.pseudonym)
     assert mine[header.index("employment")] == "'=HYPERLINK(\"http://x\")"
     assert mine[header.index("race")] == "'+1"
@@ -51,7 +43,7 @@ def test_identifiers_need_a_confirmation_and_are_for_owners_and_staff_only(clien
     client.force_login(owner)
     unconfirmed = client.get(url)
     assert unconfirmed.status_code == 302 and unconfirmed["Location"] == f"/studies/{slug}/exports/"
-    rows = parsed(client.get(url, {"confirm": "1"}))
+    rows = csv_rows(client.get(url, {"confirm": "1"}))
     assert rows[0] == ["participant_id", "external_id", "payable", "reject_reason", "completion_code"]
     assert {r[1] for r in rows[1:]} == set(Participant.objects.filter(study=done_run.study).values_list(
         "external_id", flat=True))
@@ -69,7 +61,7 @@ def test_everything_zip_holds_the_paper_files_and_a_codebook_and_every_csv_parse
     response = client.get(f"/studies/{filled.slug}/exports/everything.zip")
     assert response.status_code == 200 and response["Content-Type"] == "application/zip"
     assert f"{filled.slug}-run{run.pk}" in response["Content-Disposition"]
-    archive = zipfile.ZipFile(io.BytesIO(body(response)))
+    archive = zipfile.ZipFile(io.BytesIO(response_bytes(response)))
     names = set(archive.namelist())
     assert PAPER_FILES <= names and "identifiers.csv" not in names
     assert "README.txt" in names

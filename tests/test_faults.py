@@ -20,11 +20,12 @@ import signal
 import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support.external_services import require_service
+from tests.support.paths import ROOT
+
 sys.path.insert(0, str(ROOT))
 
 from bench import _stack, surge  # noqa: E402
@@ -32,17 +33,10 @@ from bench import _stack, surge  # noqa: E402
 pytestmark = [pytest.mark.slow, pytest.mark.worker, pytest.mark.faults]
 
 
-def _require(available: bool, what: str) -> None:
-    if not available:
-        if os.environ.get("REQUIRE_SERVICES") == "1":
-            pytest.fail(f"{what} is required (REQUIRE_SERVICES=1)")
-        pytest.skip(f"{what} is not installed")
-
-
 @pytest.fixture(scope="module")
 def services(tmp_path_factory, django_db_blocker):
-    _require(_stack.PrivatePostgres.available(), "PostgreSQL (initdb, pg_ctl)")
-    _require(_stack.PrivateRedis.available(), "redis-server")
+    require_service(_stack.PrivatePostgres.available(), "PostgreSQL (initdb, pg_ctl) is not installed")
+    require_service(_stack.PrivateRedis.available(), "redis-server is not installed")
     pg = _stack.PrivatePostgres(port=5433).init().start()
     redis = _stack.PrivateRedis(port=6380).start()
     logs = tmp_path_factory.mktemp("faults")
@@ -101,7 +95,8 @@ def _answer_latencies(recorder, since: float, until: float) -> list[float]:
 
 
 def _researcher_session(env, base_url):
-    from surveys.bots import HttpTransport, page_spec_from_html
+    from bots.pages import page_spec_from_html
+    from bots.transports import HttpTransport
 
     _stack.manage("shell", "-c", (
         "from django.contrib.auth.models import User; "
@@ -132,7 +127,7 @@ def test_redis_down_answers_still_save_fast_and_a_run_started_meanwhile_complete
         redis.stop()
         down_at = time.perf_counter() - recorder.t0
         page = researcher.request("GET", "/studies/tide/")
-        from surveys.bots import page_spec_from_html
+        from bots.pages import page_spec_from_html
 
         csrf = page_spec_from_html(page.text).csrf_token
         began = time.perf_counter()

@@ -286,7 +286,7 @@ def test_the_progress_bar_counts_blocks(client, tide, steps):
 
 # Session read, participant with study, visit list (with the block times of the
 # time estimate), shown_at stamp, the visit, its dimensions, placements with
-# items, free-text questions. No session write: config/sessions.py saves an
+# items, free-text questions. No session write: web/sessions.py saves an
 # unchanged session only every SESSION_REFRESH_SECONDS.
 BLOCK_GET_QUERIES = 8
 # The reads of the page (without the time estimate), then the locked save (savepoint,

@@ -25,7 +25,7 @@ junk = st.one_of(
 )
 
 
-def _stored() -> tuple[int, int, int]:
+def _stored_counts() -> tuple[int, int, int]:
     return (Rating.objects.count(), BlockVisit.objects.filter(submitted_at__isnull=False).count(),
             FreeTextAnswer.objects.count())
 
@@ -60,10 +60,10 @@ def test_block_post_with_bad_values_is_a_400_and_stores_nothing(on_a_block, tide
             posted.pop(name)
     posted.update(data.draw(st.dictionaries(st.text(min_size=1, max_size=20), junk, max_size=3)))
     posted.setdefault("visit", valid["visit"])
-    before = _stored()
+    before = _stored_counts()
     response = on_a_block.post(f"/s/{tide.slug}/page/", posted)
     assert response.status_code in {400, 409, 303}, response.status_code
-    assert _stored() == before
+    assert _stored_counts() == before
     if response.status_code != 303:  # 303 only when "visit" was replaced by an already answered page
         assert _says_what_was_wrong(response)
 
@@ -72,10 +72,10 @@ def test_block_post_with_bad_values_is_a_400_and_stores_nothing(on_a_block, tide
 @FUZZ
 @given(visit=junk)
 def test_a_junk_visit_id_is_refused(on_a_block, tide, visit):
-    before = _stored()
+    before = _stored_counts()
     response = on_a_block.post(f"/s/{tide.slug}/page/", {"visit": visit, "rate-1-empathy": "3"})
     assert response.status_code in {409, 400}
-    assert _stored() == before
+    assert _stored_counts() == before
 
 
 def test_a_visit_of_another_participant_or_study_is_a_conflict(client, tide, counselor, steps):
@@ -89,7 +89,7 @@ def test_a_visit_of_another_participant_or_study_is_a_conflict(client, tide, cou
     _, counselor_spec = steps.page(other_counselor, counselor)
     steps.start(client, tide)
     _, mine = steps.page(client, tide)
-    before = _stored()
+    before = _stored_counts()
     for spec in (other_spec, counselor_spec):
         answers = {**steps.answers(spec), "visit": spec.visit_id}
         response = client.post(f"/s/{tide.slug}/page/", answers)
@@ -99,17 +99,17 @@ def test_a_visit_of_another_participant_or_study_is_a_conflict(client, tide, cou
     tampered = {**steps.answers(other_spec), "visit": mine.visit_id}
     response = client.post(f"/s/{tide.slug}/page/", tampered)
     assert response.status_code == 400 and _says_what_was_wrong(response)
-    assert _stored() == before
+    assert _stored_counts() == before
 
 
 def test_ten_thousand_fields_are_a_400_not_a_500(on_a_block, tide, steps):
     _, spec = steps.page(on_a_block, tide)
     data = {**steps.answers(spec), **{f"f{i}": "1" for i in range(10_000)}}
-    before = _stored()
+    before = _stored_counts()
     response = on_a_block.post(f"/s/{tide.slug}/page/", data)
     assert response.status_code == 400
     assert b"too many" in response.content.lower() or b"could not be read" in response.content.lower()
-    assert _stored() == before
+    assert _stored_counts() == before
 
 
 @pytest.mark.parametrize("content_type, body", [
@@ -120,10 +120,10 @@ def test_ten_thousand_fields_are_a_400_not_a_500(on_a_block, tide, steps):
     ("multipart/form-data", "no boundary at all"),
 ])
 def test_wrong_content_types_are_a_400_and_store_nothing(on_a_block, tide, content_type, body):
-    before = _stored()
+    before = _stored_counts()
     response = on_a_block.post(f"/s/{tide.slug}/page/", body, content_type=content_type)
     assert response.status_code in {400, 409}
-    assert _stored() == before
+    assert _stored_counts() == before
 
 
 def test_free_text_with_nul_or_too_long_is_a_400(client, most_least, steps):
@@ -131,10 +131,10 @@ def test_free_text_with_nul_or_too_long_is_a_400(client, most_least, steps):
     _, spec = steps.page(client, most_least)
     text_field = next(iter(spec.texts))
     for text in ("why\x00not", "x" * (spec.texts[text_field] + 1)):
-        before = _stored()
+        before = _stored_counts()
         response = client.post(f"/s/{most_least.slug}/page/", {**steps.answers(spec), text_field: text})
         assert response.status_code == 400 and _says_what_was_wrong(response)
-        assert _stored() == before
+        assert _stored_counts() == before
 
 
 @pytest.mark.slow

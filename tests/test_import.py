@@ -17,48 +17,14 @@ from analysis.importers import ImportProblems, gold_import, responses_import
 from analysis.models import GoldScore
 from surveys.models import BlockVisit, ItemPlacement, Participant, Rating
 from surveys.pseudonyms import pseudonym_for
-
-P_HEADER = ["participant_id", "started_at", "finished_at", "attention_passed", "age", "sex", "gender", "race",
-            "hispanic", "education", "employment", "state"]
-R_HEADER = ["participant_id", "block_id", "response_id", "position", "rating", "rank", "block_started_at",
-            "block_submitted_at"]
-
-
-def base_participants() -> list[list[str]]:
-    return [
-        P_HEADER,
-        ["pA", "2025-03-03T09:00:00Z", "2025-03-03T09:30:00Z", "true", "34", "female", " woman ", "White",
-         "No", "bachelors", "Student", "ca"],
-        ["pB", "2025-03-03T10:00:00+00:00", "", "", "60-69", "Male", "Man", "Asian", "", "", "", ""],
-    ]
-
-
-def base_ratings() -> list[list[str]]:
-    rows = [R_HEADER]
-    # pA shows Q2 before Q1 (file order is not display order); pB left after Q1 without submitting Q2.
-    plan = [("pA", "Q1", "2025-03-03T09:05:00Z", "2025-03-03T09:06:00Z"),
-            ("pA", "Q2", "2025-03-03T09:01:00Z", "2025-03-03T09:02:30Z"),
-            ("pB", "Q1", "2025-03-03T10:01:00Z", "2025-03-03T10:02:00Z"),
-            ("pB", "Q2", "2025-03-03T10:03:00Z", "")]
-    for pid, block, start, end in plan:
-        for k in range(1, 6):
-            answered = end != ""
-            rows.append([pid, block, f"{block}-R{k}", str(6 - k), str(k) if answered else "",
-                         str(6 - k) if answered else "", start, end])
-    return rows
-
-
-def text(rows: list[list[str]]) -> str:
-    out = io.StringIO()
-    csv.writer(out).writerows(rows)
-    return out.getvalue()
+from tests.support.response_files import P_HEADER, R_HEADER, base_participants, base_ratings, csv_text
 
 
 def run_import(study, participants=None, ratings=None):
     return responses_import(
         study=study,
-        participants_file=io.StringIO(text(participants or base_participants())),
-        ratings_file=io.StringIO(text(ratings or base_ratings())),
+        participants_file=io.StringIO(csv_text(participants or base_participants())),
+        ratings_file=io.StringIO(csv_text(ratings or base_ratings())),
     )
 
 
@@ -107,8 +73,8 @@ def test_importing_the_same_files_twice_changes_nothing(tide):
 def test_it_accepts_binary_uploads(tide):
     report = responses_import(
         study=tide,
-        participants_file=io.BytesIO(b"\xef\xbb\xbf" + text(base_participants()).encode()),
-        ratings_file=io.BytesIO(text(base_ratings()).encode()),
+        participants_file=io.BytesIO(b"\xef\xbb\xbf" + csv_text(base_participants()).encode()),
+        ratings_file=io.BytesIO(csv_text(base_ratings()).encode()),
     )
     assert report.ratings_created == 15
 
@@ -215,11 +181,11 @@ def problems_of_study_with_rows(study, participants, ratings):
 
 
 def test_the_command_imports_and_reports_problems(tide, tmp_path, capsys):
-    (tmp_path / "p.csv").write_text(text(base_participants()))
-    (tmp_path / "r.csv").write_text(text(base_ratings()))
+    (tmp_path / "p.csv").write_text(csv_text(base_participants()))
+    (tmp_path / "r.csv").write_text(csv_text(base_ratings()))
     call_command("import_responses", "--study", "tide", "--participants", str(tmp_path / "p.csv"), "--ratings", str(tmp_path / "r.csv"))
     assert "imported 2 participant(s)" in capsys.readouterr().out
-    (tmp_path / "bad.csv").write_text(text(ratings_with(3, "block_id", "Q99")))
+    (tmp_path / "bad.csv").write_text(csv_text(ratings_with(3, "block_id", "Q99")))
     with pytest.raises(CommandError, match="nothing imported: 1 problem"):
         call_command("import_responses", "--study", "tide", "--participants", str(tmp_path / "p.csv"), "--ratings", str(tmp_path / "bad.csv"))
     assert 'bad.csv:3:block_id: unknown block "Q99"' in capsys.readouterr().err
@@ -386,7 +352,7 @@ def test_the_fast_reader_cuts_the_cells_the_csv_module_does(ids, layout, binary)
 
 @pytest.mark.parametrize("binary", [False, True])
 def test_the_fast_reader_keeps_nul_bytes_apart(binary):
-    content = text([R_HEADER, ["p\x00", "Q1", "Q1-R1", "1", "1", "1", "t", ""], ["p", "Q1", "Q1-R1", "1", "1", "1", "t", ""],
+    content = csv_text([R_HEADER, ["p\x00", "Q1", "Q1-R1", "1", "1", "1", "t", ""], ["p", "Q1", "Q1-R1", "1", "1", "1", "t", ""],
                    ["p\x00\x00", "Q1", "Q1-R1", "1", "1", "1", "t", "\x00"]])
     header, fast, exact, _ = fast_and_exact(content, binary)
     assert cells_by_row(fast, header) == cells_by_row(exact, header)
@@ -394,20 +360,20 @@ def test_the_fast_reader_keeps_nul_bytes_apart(binary):
 
 
 def test_lines_with_too_many_or_too_few_fields_are_found_by_counting_commas(tide):
-    lines = text(base_ratings()).split("\r\n")
+    lines = csv_text(base_ratings()).split("\r\n")
     lines[3] += ",extra"  # line 4
     lines[7] = lines[7].rsplit(",", 2)[0]  # line 8
     content = "\n".join(lines)
     assert csv_columns.columns_fast(upload(content, True), R_HEADER) is None  # left to the csv module, which names the lines
     with pytest.raises(ImportProblems) as caught:
-        responses_import(study=tide, participants_file=io.StringIO(text(base_participants())),
+        responses_import(study=tide, participants_file=io.StringIO(csv_text(base_participants())),
                          ratings_file=io.StringIO(content))
     assert caught.value.problems[:2] == ["ratings.csv:4:: expected 8 fields, found 9",
                                          "ratings.csv:8:: expected 8 fields, found 6"]
 
 
 def test_blank_lines_keep_the_fast_reader_and_the_line_numbers():
-    lines = text(base_ratings()).split("\r\n")
+    lines = csv_text(base_ratings()).split("\r\n")
     content = "\n".join(lines[:3] + ["", ""] + lines[3:])
     read = csv_columns.columns_fast(upload(content, True), R_HEADER)
     assert read is not None

@@ -21,8 +21,7 @@ from rest_framework.test import APIClient
 from analysis.importers import ImportProblems, gold_import, responses_import
 from analysis.models import GoldScore
 from surveys.models import BlockVisit, Participant, Rating
-from tests.researcher_data import *  # noqa: F401,F403  (pytest fixtures)
-from tests.test_import import base_participants, base_ratings, text
+from tests.support.response_files import base_participants, base_ratings, csv_text as text
 
 UTF8 = 'save the file as UTF-8 (in Excel: "CSV UTF-8")'
 NUL = "holds a NUL character (byte 0x00), which no text can contain; remove it"

@@ -17,7 +17,8 @@ from django.contrib.auth import get_user_model
 from analysis import metrics, metrics_run, selectors
 from analysis.models import AnalysisRun, EmbeddingCache, MetricsRun, MetricsTable
 from analysis.tasks import run_analysis, run_metrics
-from surveys import bots
+from bots.drive import run_with_services
+from bots.personas import Persona
 from surveys.definition import parse_definition
 from surveys.loader import study_load
 
@@ -36,7 +37,7 @@ def few_resamples(settings):
 
 
 @pytest.fixture
-def empty_study(db, tide_definition):
+def mini_study(db, tide_definition):
     definition = dict(tide_definition, slug="tide-mini", title="TIDE, three blocks")
     definition["blocks"] = [b for b in tide_definition["blocks"] if b["id"] in BLOCKS]
     definition["quality"] = dict(definition["quality"], duration_min_minutes=1)
@@ -45,17 +46,18 @@ def empty_study(db, tide_definition):
 
 
 @pytest.fixture
-def small_study(empty_study):
+def rated_mini_study(mini_study):
     """The three blocks rated by five honest bots."""
     for seed in range(5):
-        bots.run_with_services(persona=bots.Persona(), study=empty_study, seed=seed)
-    return empty_study
+        run_with_services(persona=Persona(), study=mini_study, seed=seed)
+    return mini_study
 
 
 @pytest.fixture
-def researcher(client, empty_study):
+def mini_study_owner(client, mini_study):
+    """The owner of the mini study, signed in on pytest-django's ``client``."""
     user = get_user_model().objects.create_user("researcher", password="pw-123456789")
-    empty_study.owners.add(user)
+    mini_study.owners.add(user)
     client.force_login(user)
     return user
 
@@ -86,10 +88,10 @@ class EncoderCalls:
 
 @needs_stack
 @pytest.mark.slow
-def test_it_computes_every_table_of_a_small_study_with_the_real_encoder(small_study):
-    analysis = AnalysisRun.objects.create(study=small_study, thresholds=small_study.quality_thresholds)
+def test_it_computes_every_table_of_a_small_study_with_the_real_encoder(rated_mini_study):
+    analysis = AnalysisRun.objects.create(study=rated_mini_study, thresholds=rated_mini_study.quality_thresholds)
     assert run_analysis(analysis.pk) == "done"
-    run = _compute(small_study)
+    run = _compute(rated_mini_study)
 
     tables = selectors.metrics_tables(run=run)
     assert set(tables) == set(metrics_run.TABLES)
@@ -121,15 +123,15 @@ def test_it_computes_every_table_of_a_small_study_with_the_real_encoder(small_st
 
 @needs_stack
 @pytest.mark.slow
-def test_it_encodes_nothing_on_a_second_run_of_an_unchanged_study(small_study, monkeypatch):
+def test_it_encodes_nothing_on_a_second_run_of_an_unchanged_study(rated_mini_study, monkeypatch):
     calls = EncoderCalls(monkeypatch)
-    first = _compute(small_study)
+    first = _compute(rated_mini_study)
     encoded_first = calls.texts
     assert encoded_first > 0 and first.cache_misses > 0
     assert "all 5 participants" in first.human_basis and first.source_run_id is None
     n_cached = EmbeddingCache.objects.count()
 
-    second = _compute(small_study)
+    second = _compute(rated_mini_study)
     assert calls.texts == encoded_first, "the second run encoded texts again"
     assert second.cache_misses == 0 and second.cache_hits > 0
     assert EmbeddingCache.objects.count() == n_cached
@@ -141,8 +143,8 @@ def test_it_encodes_nothing_on_a_second_run_of_an_unchanged_study(small_study, m
 
 @needs_stack
 @pytest.mark.slow
-def test_it_ignores_a_redelivered_message_for_a_finished_run(small_study, monkeypatch):
-    run = _compute(small_study)
+def test_it_ignores_a_redelivered_message_for_a_finished_run(rated_mini_study, monkeypatch):
+    run = _compute(rated_mini_study)
     tables = list(MetricsTable.objects.filter(run=run).order_by("name").values_list("id", flat=True))
     calls = EncoderCalls(monkeypatch)
     assert run_metrics(run.pk) == "done"
@@ -153,8 +155,8 @@ def test_it_ignores_a_redelivered_message_for_a_finished_run(small_study, monkey
 
 @needs_stack
 @pytest.mark.slow
-def test_it_overwrites_the_tables_when_a_dead_attempt_is_taken_over(small_study, settings):
-    run = _compute(small_study)
+def test_it_overwrites_the_tables_when_a_dead_attempt_is_taken_over(rated_mini_study, settings):
+    run = _compute(rated_mini_study)
     # A worker died mid-run: the row says running, with a lease long expired.
     settings.ANALYSIS_RUN_LEASE_SECONDS = 0
     MetricsRun.objects.filter(pk=run.pk).update(status="running", finished_at=None)
@@ -169,16 +171,16 @@ def test_it_overwrites_the_tables_when_a_dead_attempt_is_taken_over(small_study,
 
 @needs_stack
 @pytest.mark.slow
-def test_it_scores_texts_through_the_api_and_the_form(small_study, researcher, client,
+def test_it_scores_texts_through_the_api_and_the_form(rated_mini_study, mini_study_owner, client,
                                                       django_capture_on_commit_callbacks):
-    url = f"/api/studies/{small_study.slug}/predict/"
+    url = f"/api/studies/{rated_mini_study.slug}/predict/"
     untrained = client.post(url, {"texts": ["I hear you."]}, content_type="application/json")
     assert untrained.status_code == 409 and "Compute automatic metrics" in untrained.json()["detail"]
 
     with django_capture_on_commit_callbacks(execute=True):
-        started = client.post(f"/api/studies/{small_study.slug}/metrics/")
+        started = client.post(f"/api/studies/{rated_mini_study.slug}/metrics/")
     assert started.status_code == 202 and started.json()["status"] == "queued"
-    assert client.get(f"/api/studies/{small_study.slug}/metrics/").json()["status"] == "done"
+    assert client.get(f"/api/studies/{rated_mini_study.slug}/metrics/").json()["status"] == "done"
 
     response = client.post(url, {"texts": ["I am so sorry, that sounds painful.", "ok"]}, content_type="application/json")
     assert response.status_code == 200, response.content
@@ -188,39 +190,38 @@ def test_it_scores_texts_through_the_api_and_the_form(small_study, researcher, c
         assert np.isfinite(prediction["predicted_rating"]) and prediction["cv_mae"] > 0
         assert prediction["cv_rmse"] == pytest.approx(prediction["cv_mse"] ** 0.5)
 
-    page = client.post(f"/studies/{small_study.slug}/metrics/predict/", {"text": "That must be so hard."})
+    page = client.post(f"/studies/{rated_mini_study.slug}/metrics/predict/", {"text": "That must be so hard."})
     assert page.status_code == 200 and b'id="score-result"' in page.content
 
 
 @pytest.mark.parametrize("payload", [{}, {"texts": []}, {"texts": "just a string"}, {"texts": [""]},
                                      {"texts": ["x" * 5001]}, {"texts": ["a"] * 21}, {"texts": [3, None]}])
-def test_it_rejects_bad_predict_input(empty_study, researcher, client, payload):
-    response = client.post(f"/api/studies/{empty_study.slug}/predict/", payload, content_type="application/json")
+def test_it_rejects_bad_predict_input(mini_study, mini_study_owner, client, payload):
+    response = client.post(f"/api/studies/{mini_study.slug}/predict/", payload, content_type="application/json")
     assert response.status_code == 400
 
 
-def test_it_answers_409_when_no_predictor_is_trained(empty_study, researcher, client):
-    response = client.post(f"/api/studies/{empty_study.slug}/predict/", {"texts": ["hi"]}, content_type="application/json")
+def test_it_answers_409_when_no_predictor_is_trained(mini_study, mini_study_owner, client):
+    response = client.post(f"/api/studies/{mini_study.slug}/predict/", {"texts": ["hi"]}, content_type="application/json")
     assert response.status_code == 409
 
 
-def test_it_hides_the_endpoints_of_another_researchers_study(empty_study, client):
-    small_study = empty_study
+def test_it_hides_the_endpoints_of_another_researchers_study(mini_study, client):
     stranger = get_user_model().objects.create_user("stranger", password="pw-123456789")
     client.force_login(stranger)
-    assert client.post(f"/api/studies/{small_study.slug}/predict/", {"texts": ["hi"]},
+    assert client.post(f"/api/studies/{mini_study.slug}/predict/", {"texts": ["hi"]},
                        content_type="application/json").status_code == 404
-    assert client.post(f"/api/studies/{small_study.slug}/metrics/").status_code == 404
-    assert client.get(f"/studies/{small_study.slug}/metrics/").status_code == 404
+    assert client.post(f"/api/studies/{mini_study.slug}/metrics/").status_code == 404
+    assert client.get(f"/studies/{mini_study.slug}/metrics/").status_code == 404
 
 
 @needs_stack
 @pytest.mark.slow
-def test_it_shows_the_metrics_on_the_results_page(small_study, researcher, client):
-    analysis = AnalysisRun.objects.create(study=small_study, thresholds=small_study.quality_thresholds)
+def test_it_shows_the_metrics_on_the_results_page(rated_mini_study, mini_study_owner, client):
+    analysis = AnalysisRun.objects.create(study=rated_mini_study, thresholds=rated_mini_study.quality_thresholds)
     assert run_analysis(analysis.pk) == "done"
-    run = _compute(small_study)
-    page = client.get(f"/studies/{small_study.slug}/runs/{analysis.pk}/")
+    run = _compute(rated_mini_study)
+    page = client.get(f"/studies/{rated_mini_study.slug}/runs/{analysis.pk}/")
     assert page.status_code == 200
     html = page.content.decode()
     for anchor in ('id="metrics-h"', 'id="m-metrics_table"', 'id="m-metric_agreement"', 'id="m-predictor_cv"',
@@ -229,9 +230,9 @@ def test_it_shows_the_metrics_on_the_results_page(small_study, researcher, clien
         assert anchor in html, anchor
     assert "<script>" not in html  # CSP: only src= scripts and JSON data blocks
     assert "unsafe-inline" not in page["Content-Security-Policy"].split("script-src")[1].split(";")[0]
-    csv = client.get(f"/studies/{small_study.slug}/metrics/{run.pk}/tables/per_response.csv")
+    csv = client.get(f"/studies/{rated_mini_study.slug}/metrics/{run.pk}/tables/per_response.csv")
     assert csv.status_code == 200 and b"embedding_cosine" in b"".join(csv.streaming_content)
-    assert client.get(f"/studies/{small_study.slug}/metrics/").status_code == 200
+    assert client.get(f"/studies/{rated_mini_study.slug}/metrics/").status_code == 200
 
 
 # --------------------------------------------------------------------------- without the optional stack
@@ -248,34 +249,34 @@ def stack_missing(monkeypatch):
     monkeypatch.setattr(metrics, "load_encoder", unavailable)
 
 
-def test_it_fails_fast_and_readably_without_the_optional_stack(small_study, researcher, client, stack_missing,
+def test_it_fails_fast_and_readably_without_the_optional_stack(rated_mini_study, mini_study_owner, client, stack_missing,
                                                               django_capture_on_commit_callbacks):
-    page = client.get(f"/studies/{small_study.slug}/metrics/")
+    page = client.get(f"/studies/{rated_mini_study.slug}/metrics/")
     assert page.status_code == 200
     html = page.content.decode()
     assert 'id="metrics-unavailable"' in html and "pip install -r requirements-metrics.txt" in html
     assert 'id="start-metrics"' in html and "cannot compute them" in html
 
     with django_capture_on_commit_callbacks(execute=True):
-        response = client.post(f"/studies/{small_study.slug}/metrics/run/")
+        response = client.post(f"/studies/{rated_mini_study.slug}/metrics/run/")
     assert response.status_code == 302
-    run = MetricsRun.objects.get(study=small_study)
+    run = MetricsRun.objects.get(study=rated_mini_study)
     assert run.status == "failed" and run.step == "encoder"
     assert run.error.startswith("encoder: MetricsUnavailable:") and "pip install -r requirements-metrics.txt" in run.error
-    assert "pip install -r requirements-metrics.txt" in client.get(f"/studies/{small_study.slug}/metrics/").content.decode()
+    assert "pip install -r requirements-metrics.txt" in client.get(f"/studies/{rated_mini_study.slug}/metrics/").content.decode()
 
     # A predictor from an earlier install stays, but scoring needs the encoder here: 503 with the hint.
     MetricsRun.objects.filter(pk=run.pk).update(status="done", predictor=b"{}")
-    response = client.post(f"/api/studies/{small_study.slug}/predict/", {"texts": ["hi"]}, content_type="application/json")
+    response = client.post(f"/api/studies/{rated_mini_study.slug}/predict/", {"texts": ["hi"]}, content_type="application/json")
     assert response.status_code == 503 and "requirements-metrics.txt" in response.json()["detail"]
-    form = client.post(f"/studies/{small_study.slug}/metrics/predict/", {"text": "hi"})
+    form = client.post(f"/studies/{rated_mini_study.slug}/metrics/predict/", {"text": "hi"})
     assert form.status_code == 503 and b"requirements-metrics.txt" in form.content
 
 
 @pytest.mark.slow
-def test_the_dashboard_and_results_page_work_without_the_optional_stack(small_study, researcher, client, stack_missing):
-    assert b'id="start-metrics"' in client.get(f"/studies/{small_study.slug}/").content
-    analysis = AnalysisRun.objects.create(study=small_study, thresholds=small_study.quality_thresholds)
+def test_the_dashboard_and_results_page_work_without_the_optional_stack(rated_mini_study, mini_study_owner, client, stack_missing):
+    assert b'id="start-metrics"' in client.get(f"/studies/{rated_mini_study.slug}/").content
+    analysis = AnalysisRun.objects.create(study=rated_mini_study, thresholds=rated_mini_study.quality_thresholds)
     assert run_analysis(analysis.pk) == "done"
-    page = client.get(f"/studies/{small_study.slug}/runs/{analysis.pk}/")
+    page = client.get(f"/studies/{rated_mini_study.slug}/runs/{analysis.pk}/")
     assert page.status_code == 200 and b'id="metrics-unavailable"' in page.content

@@ -12,7 +12,7 @@ from django.contrib.sessions.exceptions import SessionInterrupted
 from django.db import DatabaseError, OperationalError
 from django.test import RequestFactory
 
-from config.middleware import bad_request
+from web.errors import bad_request
 
 # please_retry closes the connections a failure left unusable; after other tests
 # the default connection is open, and checking it needs database access.
@@ -52,5 +52,5 @@ def test_a_session_deleted_by_a_concurrent_logout_stays_a_400():
 def test_the_url_configuration_uses_the_outage_aware_handlers():
     from config import urls
 
-    assert urls.handler400 == "config.middleware.bad_request"
-    assert urls.handler500 == "config.middleware.server_error"
+    assert urls.handler400 == "web.errors.bad_request"
+    assert urls.handler500 == "web.errors.server_error"

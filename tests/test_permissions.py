@@ -19,11 +19,8 @@ from dataclasses import dataclass, field
 import pytest
 from django.contrib import admin
 from django.contrib.contenttypes.models import ContentType
-from django.core.cache import cache
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
-
-from tests.researcher_data import *  # noqa: F401,F403  (pytest fixtures)
 
 ROLES = ("anonymous", "participant", "other", "owner", "staff")
 LOGIN = "/accounts/login/"
@@ -48,7 +45,7 @@ def researcher_page(path: str, *, owner: int = 200, method: str = "GET") -> Expe
                          "staff": owner}, method=method)
 
 
-def api(path: str, *, owner: int = 200, other: int = 404, method: str = "GET") -> Expect:
+def api_endpoint(path: str, *, owner: int = 200, other: int = 404, method: str = "GET") -> Expect:
     """An API endpoint: 403 without credentials, 404 for a study one may not see."""
     return Expect(path, {"anonymous": 403, "participant": 403, "other": other, "owner": owner, "staff": owner},
                   method=method)
@@ -77,23 +74,23 @@ EXPECTED: dict[str, Expect] = {
     "api-schema": public("/api/schema/"),
     "api-docs": public("/api/docs/"),
     # API
-    "api-study-list": api("/api/studies/", other=200),
-    "api-study-load": api("/api/studies/load/", method="POST", owner=400, other=400),
-    "api-study-detail": api(A + "/"),
-    "api-participants": api(A + "/participants/"),
-    "api-ratings": api(A + "/ratings/"),
-    "api-runs": api(A + "/runs/"),
-    "api-study-run-detail": api(A + "/runs/{run}/"),
-    "api-run-detail": api("/api/runs/{run}/"),
-    "api-run-tables": api(A + "/runs/{run}/tables/"),
-    "api-run-table": api(A + "/runs/{run}/tables/filter_flow/"),
-    "api-exports": api(A + "/exports/"),
-    "api-export": api(A + "/exports/participants.csv"),
-    "api-identifiers": api(A + "/restricted/identifiers.csv"),
-    "api-import-responses": api(A + "/imports/responses/", method="POST", owner=400),
-    "api-import-gold": api(A + "/imports/gold/", method="POST", owner=400),
-    "api-metrics-runs": api(A + "/metrics/", owner=404),
-    "api-predict": api(A + "/predict/", method="POST", owner=400),
+    "api-study-list": api_endpoint("/api/studies/", other=200),
+    "api-study-load": api_endpoint("/api/studies/load/", method="POST", owner=400, other=400),
+    "api-study-detail": api_endpoint(A + "/"),
+    "api-participants": api_endpoint(A + "/participants/"),
+    "api-ratings": api_endpoint(A + "/ratings/"),
+    "api-runs": api_endpoint(A + "/runs/"),
+    "api-study-run-detail": api_endpoint(A + "/runs/{run}/"),
+    "api-run-detail": api_endpoint("/api/runs/{run}/"),
+    "api-run-tables": api_endpoint(A + "/runs/{run}/tables/"),
+    "api-run-table": api_endpoint(A + "/runs/{run}/tables/filter_flow/"),
+    "api-exports": api_endpoint(A + "/exports/"),
+    "api-export": api_endpoint(A + "/exports/participants.csv"),
+    "api-identifiers": api_endpoint(A + "/restricted/identifiers.csv"),
+    "api-import-responses": api_endpoint(A + "/imports/responses/", method="POST", owner=400),
+    "api-import-gold": api_endpoint(A + "/imports/gold/", method="POST", owner=400),
+    "api-metrics-runs": api_endpoint(A + "/metrics/", owner=404),
+    "api-predict": api_endpoint(A + "/predict/", method="POST", owner=400),
     # researcher pages
     "researcher:study_list": Expect("/studies/", {"anonymous": (302, LOGIN), "participant": (302, LOGIN),
                                                  "other": 200, "owner": 200, "staff": 200}),
@@ -245,8 +242,7 @@ def users(owner, other, other_study, staff) -> dict:
 
 
 @pytest.fixture
-def visitors(done_run, users) -> dict[str, Client]:
-    cache.clear()
+def visitors(done_run, users, fresh_cache) -> dict[str, Client]:
     return {role: visitor(role, done_run.study, users) for role in ROLES}
 
 

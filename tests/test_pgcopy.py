@@ -162,7 +162,7 @@ def test_the_ratings_frame_read_at_once_equals_the_one_connection_read(transacti
     from analysis import frames
     from analysis.importers import responses_import
     from bench import generate
-    from tests.conftest import load_fixture
+    from tests.support.studies import load_fixture
 
     study = load_fixture("tide.json")
     paths = generate.write(tmp_path, 40, seed=3)

@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-import io
-
 import pytest
 
-from analysis.importers import gold_import, responses_import
 from analysis.models import AnalysisRun, ParticipantResult
 from analysis.selectors import result_table_frame
 from analysis.tasks import run_analysis
-from tests.quality_data import (
+from tests.support.quality_data import (
     GENDERS,
     RULES,
     expected_flow,
     expected_reject_reason,
     live_participants_create,
-    planted_files,
+    planted_import,
     planted_population,
     too_fast_cutoff,
 )
@@ -25,19 +22,13 @@ from tests.quality_data import (
 @pytest.fixture
 def planted(tide):
     people = planted_population()
-    files = planted_files(people)
-    responses_import(
-        study=tide,
-        participants_file=io.StringIO(files.participants_csv),
-        ratings_file=io.StringIO(files.ratings_csv),
-    )
-    gold_import(study=tide, gold_file=io.StringIO(files.gold_csv))
+    planted_import(tide, people)
     live_participants_create(tide, people)
     return people
 
 
 @pytest.fixture
-def done_run(tide, planted):
+def planted_run(tide, planted):
     run = AnalysisRun.objects.create(study=tide, thresholds=tide.quality_thresholds)
     assert run_analysis(run.pk) == "done"
     run.refresh_from_db()
@@ -48,21 +39,21 @@ def _results(run):
     return {r.participant.external_id: r for r in ParticipantResult.objects.filter(run=run).select_related("participant")}
 
 
-def test_it_excludes_every_planted_participant_by_the_planted_rule(planted, done_run):
-    results = _results(done_run)
+def test_it_excludes_every_planted_participant_by_the_planted_rule(planted, planted_run):
+    results = _results(planted_run)
     assert {k: r.excluded_by for k, r in results.items()} == {p.external_id: p.excluded_by for p in planted}
 
 
-def test_the_filter_flow_is_the_planted_one(planted, done_run):
-    flow = result_table_frame(run=done_run, name="filter_flow")
+def test_the_filter_flow_is_the_planted_one(planted, planted_run):
+    flow = result_table_frame(run=planted_run, name="filter_flow")
     assert list(flow.columns) == ["step", "rule", "excluded", "remaining", "flagged_alone"]
     assert flow.to_dict("records") == expected_flow(planted)
-    assert done_run.n_participants == len(planted)
-    assert done_run.n_retained == sum(p.excluded_by == "" for p in planted)
+    assert planted_run.n_participants == len(planted)
+    assert planted_run.n_retained == sum(p.excluded_by == "" for p in planted)
 
 
-def test_the_flow_by_gender_counts_the_planted_exclusions(planted, done_run):
-    table = result_table_frame(run=done_run, name="filter_flow_by_gender")
+def test_the_flow_by_gender_counts_the_planted_exclusions(planted, planted_run):
+    table = result_table_frame(run=planted_run, name="filter_flow_by_gender")
     assert list(table.columns) == ["step", "rule", "gender", "excluded"]
     got = {(row.rule, row.gender): row.excluded for row in table.itertuples()}
     labels = {g or "(not answered)" for g in GENDERS}
@@ -74,12 +65,12 @@ def test_the_flow_by_gender_counts_the_planted_exclusions(planted, done_run):
     assert got == expected
 
 
-def test_payment_decisions_follow_the_prolific_grounds(planted, done_run):
+def test_payment_decisions_follow_the_prolific_grounds(planted, planted_run):
     cutoff = too_fast_cutoff(planted)
     # The data set must actually exercise both grounds and keep clear of the cutoff.
     assert 10.0 < cutoff < 25.0
     assert all(abs(p.duration_minutes - cutoff) > 0.5 for p in planted if p.completed)
-    results = _results(done_run)
+    results = _results(planted_run)
     expected = {p.external_id: expected_reject_reason(p, planted) for p in planted}
     assert {k: r.reject_reason for k, r in results.items()} == expected
     assert expected["live_two_failures"] == "failed_attention_checks"
@@ -89,8 +80,8 @@ def test_payment_decisions_follow_the_prolific_grounds(planted, done_run):
     }
 
 
-def test_boundary_near_misses_are_measured_exactly(planted, done_run):
-    results = _results(done_run)
+def test_boundary_near_misses_are_measured_exactly(planted, planted_run):
+    results = _results(planted_run)
     assert results["exactly_10_minutes"].duration_minutes == 10.0
     assert results["exactly_75_minutes"].duration_minutes == 75.0
     assert results["quarter_fast_with_10s_block"].fast_share == 0.25

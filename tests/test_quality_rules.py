@@ -18,7 +18,7 @@ THRESHOLDS = {
 T0 = pd.Timestamp("2025-01-01 09:00", tz="UTC")
 
 
-def participants(rows: list[dict]) -> pd.DataFrame:
+def participants_from_rows(rows: list[dict]) -> pd.DataFrame:
     base = {
         "external_id": "x", "status": "completed", "attention_passed": True, "attention_failures": 0,
         "attention_checks": 1, "age": "", "sex": "", "gender": "Woman", "race": "", "hispanic": "",
@@ -34,13 +34,13 @@ def participants(rows: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def ratings(rows: list[tuple[str, str, str, float, float]]) -> pd.DataFrame:
+def ratings_from_rows(rows: list[tuple[str, str, str, float, float]]) -> pd.DataFrame:
     """(participant, block, response, rating, seconds) tuples."""
     frame = pd.DataFrame(rows, columns=["participant_id", "block_id", "response_id", "rating", "seconds_on_block"])
     return frame.assign(dimension="empathy")
 
 
-def gold(scores: dict[str, float]) -> pd.DataFrame:
+def gold_from_scores(scores: dict[str, float]) -> pd.DataFrame:
     return pd.DataFrame({"response_id": list(scores), "gold_score": list(scores.values())})
 
 
@@ -49,9 +49,9 @@ def table_for(ratings_frame, participants_frame, gold_frame):
 
 
 def test_it_keeps_durations_on_the_window_edges():
-    people = participants([{"participant_id": p, "minutes": m} for p, m in
-                           [("a", 9.99), ("b", 10.0), ("c", 75.0), ("d", 75.01), ("e", None)]])
-    table = table_for(ratings([]), people, gold({}))
+    people = participants_from_rows([{"participant_id": p, "minutes": m} for p, m in
+                                     [("a", 9.99), ("b", 10.0), ("c", 75.0), ("d", 75.01), ("e", None)]])
+    table = table_for(ratings_from_rows([]), people, gold_from_scores({}))
     assert quality.flag_duration(table, THRESHOLDS).tolist() == [True, False, False, True, False]
     assert quality.flag_incomplete(table, THRESHOLDS).tolist() == [False, False, False, False, True]
 
@@ -62,8 +62,8 @@ def test_a_block_of_exactly_the_fast_limit_is_not_fast_and_exactly_the_share_is_
 
     rows = blocks("quarter", [9.9, 10.0, 10.0, 30.0]) + blocks("over", [9.9, 9.99, 10.0, 30.0])
     rows += [("quarter", "B0", "B0-R2", 4.0, 9.9)]  # a second rating of a block counts the block once
-    people = participants([{"participant_id": "quarter"}, {"participant_id": "over"}])
-    table = table_for(ratings(rows), people, gold({}))
+    people = participants_from_rows([{"participant_id": "quarter"}, {"participant_id": "over"}])
+    table = table_for(ratings_from_rows(rows), people, gold_from_scores({}))
     assert table["fast_share"].tolist() == [0.25, 0.5]
     assert quality.flag_speed(table, THRESHOLDS).tolist() == [False, True]
 
@@ -79,8 +79,8 @@ def test_straightlining_needs_both_low_sd_and_high_mae():
     }.items():
         rows += [(pid, "B", r, float(v), 30.0) for r, v in zip(scores, values)]
     rows += [("no_gold", "B", f"X{i}", 3.0, 30.0) for i in range(4)]
-    people = participants([{"participant_id": p} for p in ["liner", "agrees", "steady", "varied_wrong", "no_gold"]])
-    table = table_for(ratings(rows), people, gold(scores))
+    people = participants_from_rows([{"participant_id": p} for p in ["liner", "agrees", "steady", "varied_wrong", "no_gold"]])
+    table = table_for(ratings_from_rows(rows), people, gold_from_scores(scores))
     assert np.isnan(table.loc["no_gold", "mae"]) and table.loc["no_gold", "sd"] == 0.0
     assert table.loc["agrees", "mae"] == 0.0
     assert quality.flag_straightlining(table, THRESHOLDS).to_dict() == {
@@ -90,24 +90,24 @@ def test_straightlining_needs_both_low_sd_and_high_mae():
 
 def test_sd_uses_ddof_1_over_every_rating():
     rows = [("p", "B", f"R{i}", v, 30.0) for i, v in enumerate([1.0, 2.0, 3.0, 4.0])]
-    table = table_for(ratings(rows), participants([{"participant_id": "p"}]), gold({}))
+    table = table_for(ratings_from_rows(rows), participants_from_rows([{"participant_id": "p"}]), gold_from_scores({}))
     assert table.loc["p", "sd"] == pytest.approx(np.std([1, 2, 3, 4], ddof=1))
 
 
 def test_attention_allows_the_studys_number_of_failures():
-    people = participants([{"participant_id": p, "attention_failures": n} for p, n in [("a", 0), ("b", 1), ("c", 2)]])
-    table = table_for(ratings([]), people, gold({}))
+    people = participants_from_rows([{"participant_id": p, "attention_failures": n} for p, n in [("a", 0), ("b", 1), ("c", 2)]])
+    table = table_for(ratings_from_rows([]), people, gold_from_scores({}))
     assert quality.flag_attention(table, THRESHOLDS).tolist() == [False, True, True]
     assert quality.flag_attention(table, {**THRESHOLDS, "attention_failures_allowed": 1}).tolist() == [False, False, True]
 
 
 def test_the_first_flagging_rule_excludes_and_flagged_alone_counts_every_flag():
-    people = participants([
+    people = participants_from_rows([
         {"participant_id": "both", "minutes": 5.0, "attention_failures": 1},
         {"participant_id": "short", "minutes": 5.0},
         {"participant_id": "fine"},
     ])
-    result = quality.apply_quality_rules(ratings([]), people, gold({}), THRESHOLDS)
+    result = quality.apply_quality_rules(ratings_from_rows([]), people, gold_from_scores({}), THRESHOLDS)
     assert result.participants["excluded_by"].tolist() == ["attention", "duration", ""]
     flow = result.filter_flow.set_index("rule")
     assert flow.loc["enrolled", "remaining"] == 3
@@ -119,37 +119,37 @@ def test_rejection_needs_two_failed_checks_in_a_study_of_five_minutes_or_more():
     rows = [{"participant_id": f"p{i}", "minutes": 30.0} for i in range(10)]
     rows += [{"participant_id": "two", "attention_failures": 2}, {"participant_id": "one", "attention_failures": 1},
              {"participant_id": "left", "minutes": None, "status": "exited", "attention_failures": 3}]
-    result = quality.apply_quality_rules(ratings([]), participants(rows), gold({}), THRESHOLDS).participants
+    result = quality.apply_quality_rules(ratings_from_rows([]), participants_from_rows(rows), gold_from_scores({}), THRESHOLDS).participants
     by_id = result.set_index("participant_id")
     assert by_id.loc["two", "reject_reason"] == "failed_attention_checks" and not by_id.loc["two", "payable"]
     assert by_id.loc["one", "reject_reason"] == "" and by_id.loc["one", "payable"]
     assert by_id.loc["left", "reject_reason"] == "failed_attention_checks" and not by_id.loc["left", "payable"]
 
     short_study = [{**r, "minutes": 4.0} if r.get("minutes") == 30.0 or "minutes" not in r else r for r in rows]
-    short = quality.apply_quality_rules(ratings([]), participants(short_study), gold({}), THRESHOLDS).participants
+    short = quality.apply_quality_rules(ratings_from_rows([]), participants_from_rows(short_study), gold_from_scores({}), THRESHOLDS).participants
     assert set(short["reject_reason"]) == {""}
 
 
 def test_too_fast_is_more_than_three_sd_below_the_mean_of_completed_participants():
     durations = [30.0, 31.0, 29.0, 30.5, 29.5] * 4 + [12.0]
     rows = [{"participant_id": f"p{i}", "minutes": m} for i, m in enumerate(durations)]
-    result = quality.apply_quality_rules(ratings([]), participants(rows), gold({}), THRESHOLDS).participants
+    result = quality.apply_quality_rules(ratings_from_rows([]), participants_from_rows(rows), gold_from_scores({}), THRESHOLDS).participants
     cutoff = np.mean(durations) - 3 * np.std(durations, ddof=1)
     assert 12.0 < cutoff
     assert result["reject_reason"].tolist() == [""] * 20 + ["too_fast"]
 
 
 def test_it_does_not_mutate_its_inputs():
-    people = participants([{"participant_id": "a", "minutes": 5.0}, {"participant_id": "b"}])
-    rows = ratings([("a", "B", "R1", 3.0, 5.0), ("b", "B", "R1", 2.0, 40.0)])
+    people = participants_from_rows([{"participant_id": "a", "minutes": 5.0}, {"participant_id": "b"}])
+    rows = ratings_from_rows([("a", "B", "R1", 3.0, 5.0), ("b", "B", "R1", 2.0, 40.0)])
     before = (people.copy(deep=True), rows.copy(deep=True))
-    quality.apply_quality_rules(rows, people, gold({"R1": 3.0}), THRESHOLDS)
+    quality.apply_quality_rules(rows, people, gold_from_scores({"R1": 3.0}), THRESHOLDS)
     pd.testing.assert_frame_equal(people, before[0])
     pd.testing.assert_frame_equal(rows, before[1])
 
 
 def test_it_handles_a_study_with_nobody():
-    result = quality.apply_quality_rules(ratings([]), participants([]).reindex(columns=participants([{"participant_id": "x"}]).columns), gold({}), THRESHOLDS)
+    result = quality.apply_quality_rules(ratings_from_rows([]), participants_from_rows([]).reindex(columns=participants_from_rows([{"participant_id": "x"}]).columns), gold_from_scores({}), THRESHOLDS)
     assert result.participants.empty
     assert result.filter_flow["remaining"].tolist() == [0] * 6
     assert result.filter_flow_by_gender.empty
@@ -161,7 +161,7 @@ def test_it_handles_a_study_with_nobody():
 def test_the_flow_adds_up(people_spec):
     rows = [{"participant_id": f"p{i}", "minutes": m, "attention_failures": f, "blocks_answered": 1 - (a == 0),
              "gender": ["Woman", "Man", ""][a]} for i, (m, f, a) in enumerate(people_spec)]
-    result = quality.apply_quality_rules(ratings([]), participants(rows), gold({}), THRESHOLDS)
+    result = quality.apply_quality_rules(ratings_from_rows([]), participants_from_rows(rows), gold_from_scores({}), THRESHOLDS)
     flow = result.filter_flow
     retained = int((result.participants["excluded_by"] == "").sum())
     assert flow["remaining"].iloc[-1] == retained

@@ -29,7 +29,7 @@ from surveys.models import Participant, Study
 from surveys.recruitment import (
     MAX_MATCH_PATHS, _compiled_if_safe, completion_url_problem, external_id_valid, id_pattern_problem,
 )
-from tests.researcher_data import make_user
+from tests.support.researcher import make_user
 
 PID = "a" * 24
 PROLIFIC = "https://app.prolific.com/submissions/complete?cc={code}"

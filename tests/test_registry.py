@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from analysis import charts, exports, pipeline, registry
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support.paths import ROOT
 
 
 def test_it_gives_every_table_a_title_a_section_and_a_description():

@@ -7,7 +7,6 @@ import json
 import re
 
 import pytest
-from django.core.cache import cache
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test.utils import CaptureQueriesContext
 from django.db import connection
@@ -16,19 +15,11 @@ from analysis import registry, selectors
 from analysis.models import AnalysisRun
 
 from surveys.models import ConsentDecline, Participant, Rating
-from tests.researcher_data import *  # noqa: F401,F403  (pytest fixtures)
-from tests.test_import import base_participants, base_ratings, text
+from tests.support.researcher import PASSWORD, fill_with_bots, finished_run
+from tests.support.response_files import base_participants, base_ratings, csv_text
 
-
-@pytest.fixture(autouse=True)
-def _fresh_cache():
-    cache.clear()  # sign-in failure counters and throttles live there
-
-
-@pytest.fixture
-def owner_client(client, owner):
-    client.force_login(owner)
-    return client
+# Sign-in failure counters and throttles live in the cache.
+pytestmark = pytest.mark.usefixtures("fresh_cache")
 
 
 def field(page: str, name: str) -> str:
@@ -158,8 +149,8 @@ def test_results_of_a_run_that_is_not_done_are_404(owner_client, study):
 def files(participants, ratings) -> dict:
     return {
         "kind": "responses",
-        "participants": SimpleUploadedFile("participants.csv", text(participants).encode(), "text/csv"),
-        "ratings": SimpleUploadedFile("ratings.csv", text(ratings).encode(), "text/csv"),
+        "participants": SimpleUploadedFile("participants.csv", csv_text(participants).encode(), "text/csv"),
+        "ratings": SimpleUploadedFile("ratings.csv", csv_text(ratings).encode(), "text/csv"),
     }
 
 

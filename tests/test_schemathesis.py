@@ -19,8 +19,6 @@ from django.core.cache import cache
 from django.db import close_old_connections
 from hypothesis import HealthCheck, given, seed, settings
 
-from tests.researcher_data import *  # noqa: F401,F403  (pytest fixtures)
-
 schemathesis = pytest.importorskip("schemathesis")
 from schemathesis.checks import not_a_server_error  # noqa: E402
 from schemathesis.specs.openapi.checks import response_schema_conformance  # noqa: E402

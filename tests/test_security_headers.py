@@ -16,10 +16,9 @@ from pathlib import Path
 import pytest
 from django.test import Client, override_settings
 
-from config.security import CHART_PAGE_CSP, DEFAULT_CSP, chart_page_csp, with_style_source
-from tests.researcher_data import owner  # noqa: F401  (pytest fixture)
+from tests.support.paths import ROOT
+from web.security import CHART_PAGE_CSP, DEFAULT_CSP, chart_page_csp, with_style_source
 
-ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
@@ -122,8 +121,8 @@ def test_with_debug_off_the_stylesheet_comes_from_the_source_tree_not_static_roo
         "import django, re; django.setup()\n"
         "from django.http import HttpResponse\n"
         "from django.template.loader import render_to_string\n"
-        "from config.inline_style import style_hash\n"
-        "from config.security import ContentSecurityPolicyMiddleware\n"
+        "from web.inline_style import style_hash\n"
+        "from web.security import ContentSecurityPolicyMiddleware\n"
         "html = render_to_string('surveys/notice_full.html', {'study': {'title': 'T'}})\n"
         "css = re.search(r'<style>(.*?)</style>', html, re.S).group(1)\n"
         "header = ContentSecurityPolicyMiddleware(lambda r: HttpResponse())(None)['Content-Security-Policy']\n"

@@ -1,4 +1,4 @@
-"""Sliding session expiry (config/sessions.py): a session is saved when it changes
+"""Sliding session expiry (web/sessions.py): a session is saved when it changes
 or when its last save is older than SESSION_REFRESH_SECONDS, not on every page."""
 
 from __future__ import annotations
@@ -9,25 +9,25 @@ from django.contrib.sessions.models import Session
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from config.sessions import SAVED_AT_KEY
+from web.sessions import SAVED_AT_KEY
 
 
 def _session_writes(queries) -> list[str]:
     return [q["sql"] for q in queries if q["sql"].startswith(("UPDATE", "INSERT")) and "django_session" in q["sql"]]
 
 
-def _stored(client) -> Session:
+def _stored_session(client) -> Session:
     return Session.objects.get(session_key=client.session.session_key)
 
 
 def test_pages_of_an_unchanged_session_do_not_write_it(client, tide, steps):
     steps.start(client, tide)
-    before = _stored(client)
+    before = _stored_session(client)
     with CaptureQueriesContext(connection) as queries:
         for _ in range(3):
             assert client.get("/s/tide/page/").status_code == 200
     assert _session_writes(queries) == []
-    after = _stored(client)
+    after = _stored_session(client)
     assert (after.expire_date, after.session_data) == (before.expire_date, before.session_data)
 
 
@@ -37,11 +37,11 @@ def test_a_stale_session_is_saved_again_so_it_stays_alive(client, tide, steps, s
     stale = int(time.time()) - settings.SESSION_REFRESH_SECONDS - 1
     session[SAVED_AT_KEY] = stale
     session.save()
-    before = _stored(client).expire_date
+    before = _stored_session(client).expire_date
     with CaptureQueriesContext(connection) as queries:
         assert client.get("/s/tide/page/").status_code == 200
     assert len(_session_writes(queries)) == 1
-    assert _stored(client).expire_date > before
+    assert _stored_session(client).expire_date > before
     assert client.session[SAVED_AT_KEY] > stale
 
 

@@ -3,14 +3,12 @@
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from config.settings import database_config, env_bool, env_int, env_list
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support.paths import ROOT
 
 
 def test_it_reads_booleans(monkeypatch):
@@ -115,7 +113,7 @@ def test_check_deploy_is_clean_with_production_variables():
 
 
 def test_the_log_filter_masks_panel_ids():
-    from config.security import mask_identifiers
+    from web.security import mask_identifiers
 
     line = '"GET /s/tide/?PROLIFIC_PID=5f3a9b2c1d4e6f7a8b9c0d1e&STUDY_ID=abc&SESSION_ID=xyz HTTP/1.1" 303'
     masked = mask_identifiers(line)

@@ -15,24 +15,25 @@ import pytest
 from scipy import optimize, stats
 
 from analysis import stats as S
-from tests import stats_data as data
+from tests.support import stats_data as data
 
 TOL = 1e-9
 
 
 @pytest.fixture(scope="module")
-def study() -> tuple[pd.DataFrame, pd.DataFrame]:
+def synthetic_study() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(ratings, participants) of a generated TIDE-like study with planted effects."""
     return data.make_study(120, seed=0)
 
 
 @pytest.fixture(scope="module")
-def ratings(study) -> pd.DataFrame:
-    return study[0]
+def ratings(synthetic_study) -> pd.DataFrame:
+    return synthetic_study[0]
 
 
 @pytest.fixture(scope="module")
-def participants(study) -> pd.DataFrame:
-    return study[1]
+def participants(synthetic_study) -> pd.DataFrame:
+    return synthetic_study[1]
 
 
 def hand_holm(pvalues: list[float]) -> list[float]:
@@ -746,10 +747,10 @@ def test_it_returns_a_note_row_when_columns_are_missing(name):
     assert len(table) == 1 and "missing columns" in table["note"].iloc[0]
 
 
-def test_it_never_mutates_its_inputs(study):
-    ratings = study[0][study[0]["participant_id"].isin(["P001", "P002", "P003", "P004", "P005", "P006"])
-                       & study[0]["block_id"].isin(["Q1", "Q2", "Q5", "Q6"])]
-    participants = study[1]
+def test_it_never_mutates_its_inputs(synthetic_study):
+    every_rating, participants = synthetic_study
+    ratings = every_rating[every_rating["participant_id"].isin(["P001", "P002", "P003", "P004", "P005", "P006"])
+                           & every_rating["block_id"].isin(["Q1", "Q2", "Q5", "Q6"])]
     ratings_before, participants_before = ratings.copy(), participants.copy()
     for name in EXPECTED_ANALYSES:
         options = {"n_boot": 2} if name == "bradley_terry" else {}
@@ -771,14 +772,15 @@ def test_it_sticks_to_one_dimension_for_design_tables_and_says_so():
     assert chosen.set_index(["model", "scenario"]).loc[("Qwen2.5-3B", "S1"), "zs_mean"] == pytest.approx(expected)
 
 
-def test_it_states_the_holm_family_in_every_table_with_p_values(study):
-    ratings = study[0][study[0]["participant_id"].isin(["P001", "P002", "P003", "P004", "P005", "P006"])
-                       & study[0]["block_id"].isin(["Q1", "Q2", "Q5", "Q6"])]
+def test_it_states_the_holm_family_in_every_table_with_p_values(synthetic_study):
+    every_rating, participants = synthetic_study
+    ratings = every_rating[every_rating["participant_id"].isin(["P001", "P002", "P003", "P004", "P005", "P006"])
+                           & every_rating["block_id"].isin(["Q1", "Q2", "Q5", "Q6"])]
     for name in EXPECTED_ANALYSES:
         if name in {"mixed_model", "ordinal_model"}:
             continue  # covered by the model tests; slow
         options = {"n_boot": 2} if name == "bradley_terry" else {}
-        table = run(name, ratings, study[1], **options)
+        table = run(name, ratings, participants, **options)
         if "p" in table.columns:
             assert "holm_family" in table.columns, name
     assert "holm_family" in S.MODEL_COLUMNS  # mixed and ordinal models share these columns

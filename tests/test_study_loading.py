@@ -9,7 +9,7 @@ from django.core.management import CommandError, call_command
 from surveys.definition import DefinitionError, parse_definition
 from surveys.loader import StudyLocked, study_load
 from surveys.models import AttentionCheck, Block, Dimension, Item, Participant, Study
-from tests.conftest import FIXTURES
+from tests.support.paths import FIXTURES
 
 
 def test_it_loads_the_tide_study_as_in_the_paper(tide):

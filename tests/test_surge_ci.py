@@ -10,12 +10,13 @@ from __future__ import annotations
 import os
 import sys
 import time
-from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support.external_services import require_service
+from tests.support.paths import ROOT
+
 sys.path.insert(0, str(ROOT))
 
 from bench import _stack, surge  # noqa: E402
@@ -27,10 +28,8 @@ N = int(os.environ.get("SURGE_CI_PARTICIPANTS", 60))
 @pytest.fixture
 def stack_url():
     url = os.environ.get("DATABASE_URL", "")
-    if not url.startswith(("postgres://", "postgresql://")):
-        if os.environ.get("REQUIRE_SERVICES") == "1":
-            pytest.fail("REQUIRE_SERVICES=1 needs DATABASE_URL=postgres://... for the CI surge")
-        pytest.skip("the CI surge runs on PostgreSQL (set DATABASE_URL)")
+    require_service(url.startswith(("postgres://", "postgresql://")),
+                    "the CI surge runs on PostgreSQL (set DATABASE_URL=postgres://...)")
     parts = urlsplit(url)
     return parts._replace(path=parts.path + "_surge").geturl()
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 from datetime import timedelta
 
 import pytest
@@ -10,12 +9,11 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from analysis import quality, runs
-from analysis.importers import gold_import, responses_import
 from analysis.models import AnalysisRun, ParticipantResult, ResultTable
 from analysis.selectors import analysis_run_latest_done, result_table_frame
 from analysis.tasks import run_analysis
 from config.celery import app
-from tests.quality_data import planted_files, planted_population
+from tests.support.quality_data import planted_import, planted_population
 
 
 @pytest.fixture
@@ -29,11 +27,7 @@ def eager():
 
 @pytest.fixture
 def small_study(tide):
-    people = [p for p in planted_population(n_honest=6) if not p.live]
-    files = planted_files(people)
-    responses_import(study=tide, participants_file=io.StringIO(files.participants_csv),
-                     ratings_file=io.StringIO(files.ratings_csv))
-    gold_import(study=tide, gold_file=io.StringIO(files.gold_csv))
+    planted_import(tide, [p for p in planted_population(n_honest=6) if not p.live])
     return tide
 
 

@@ -7,7 +7,6 @@ with REQUIRE_SERVICES=1 a missing service fails the test instead.
 
 from __future__ import annotations
 
-import io
 import os
 import signal
 import subprocess
@@ -20,35 +19,27 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-from analysis.importers import gold_import, responses_import
 from analysis.models import AnalysisRun, ParticipantResult, ResultTable
 from analysis.runs import analysis_run_create
-from tests.quality_data import planted_files, planted_population
+from tests.support.external_services import require_service
+from tests.support.paths import ROOT
+from tests.support.quality_data import planted_import, planted_population
 
-ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.worker
-
-
-def _require(condition: bool, reason: str) -> None:
-    if condition:
-        return
-    if os.environ.get("REQUIRE_SERVICES") == "1":
-        pytest.fail(f"REQUIRE_SERVICES=1 but {reason}")
-    pytest.skip(reason)
 
 
 @pytest.fixture
 def broker():
     url = os.environ.get("CELERY_BROKER_URL", "")
-    _require(bool(url), "CELERY_BROKER_URL is not set")
-    _require(connection.vendor == "postgresql", "the worker tests need DATABASE_URL on PostgreSQL")
+    require_service(bool(url), "CELERY_BROKER_URL is not set")
+    require_service(connection.vendor == "postgresql", "the worker tests need DATABASE_URL on PostgreSQL")
     import redis
 
     client = redis.Redis.from_url(url)
     try:
         client.ping()
     except redis.RedisError as exc:
-        _require(False, f"Redis at {url} is not reachable: {exc}")
+        require_service(False, f"Redis at {url} is not reachable: {exc}")
     client.flushdb()
     yield url
     client.flushdb()
@@ -103,11 +94,7 @@ def workers(tmp_path):
 
 @pytest.fixture
 def imported(transactional_db, tide):
-    people = [p for p in planted_population(n_honest=30) if not p.live]
-    files = planted_files(people)
-    responses_import(study=tide, participants_file=io.StringIO(files.participants_csv),
-                     ratings_file=io.StringIO(files.ratings_csv))
-    gold_import(study=tide, gold_file=io.StringIO(files.gold_csv))
+    planted_import(tide, [p for p in planted_population(n_honest=30) if not p.live])
     return tide
 
 
@@ -137,7 +124,7 @@ def test_a_real_worker_computes_a_queued_run(broker, imported, workers):
 
 
 def test_a_run_whose_worker_is_killed_completes_exactly_once_on_another_worker(broker, imported, workers):
-    slow = workers("doomed", app="tests.celery_test_app", TEST_STATISTICS_DELAY="300", TEST_VISIBILITY_TIMEOUT="3600")
+    slow = workers("doomed", app="tests.support.celery_test_app", TEST_STATISTICS_DELAY="300", TEST_VISIBILITY_TIMEOUT="3600")
     run = analysis_run_create(study=imported, requested_by="kill test")
 
     def in_statistics() -> bool:
@@ -151,7 +138,7 @@ def test_a_run_whose_worker_is_killed_completes_exactly_once_on_another_worker(b
     run.refresh_from_db()
     assert (run.status, run.attempts) == ("running", 1)
 
-    rescuer = workers("rescuer", app="tests.celery_test_app", TEST_VISIBILITY_TIMEOUT="3", TEST_RUN_LEASE_SECONDS="5")
+    rescuer = workers("rescuer", app="tests.support.celery_test_app", TEST_VISIBILITY_TIMEOUT="3", TEST_RUN_LEASE_SECONDS="5")
     wait_for(lambda: status_of(run) in {"done", "failed"}, 120, "the redelivered run to finish", [slow, rescuer])
     assert run.status == "done", run.error
     assert run.attempts == 2

@@ -19,7 +19,10 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 from django.utils import timezone
 
-from surveys import bots, services
+from bots.drive import run_with_services
+from bots.personas import persona_mix
+from bots.quality import quality_from_db
+from surveys import services
 from surveys.models import Participant, Study
 
 
@@ -39,8 +42,8 @@ class Command(BaseCommand):
         existing = Participant.objects.filter(study=target, is_preview=False).count()
         missing = max(0, n - existing)
         rng = random.Random(seed if seed is not None else random.randrange(2**32))
-        personas = bots.persona_mix(missing, rng)
-        quality = bots.quality_from_db(target)
+        personas = persona_mix(missing, rng)
+        quality = quality_from_db(target)
         now, started = timezone.now(), time.monotonic()
         outcomes: Counter[str] = Counter()
         for persona in personas:
@@ -48,7 +51,7 @@ class Command(BaseCommand):
             try:
                 # One transaction per participant: a crash leaves no half-simulated person.
                 with transaction.atomic():
-                    run = bots.run_with_services(
+                    run = run_with_services(
                         persona=persona, study=target, seed=rng.getrandbits(62), start=start, quality=quality
                     )
             except services.StudyFull:

@@ -1,4 +1,4 @@
-"""The project's Celery app with knobs for the real-worker tests (``celery -A tests.celery_test_app worker``).
+"""The project's Celery app with knobs for the real-worker tests (``celery -A tests.support.celery_test_app worker``).
 
 Environment variables, read only here:
 TEST_VISIBILITY_TIMEOUT  seconds before Redis hands an unacknowledged message to another worker

@@ -2,7 +2,7 @@
 
 Use it by importing the fixtures into a test module::
 
-    from tests.browser import browser, desktop_page  # noqa: F401  (pytest fixtures)
+    from tests.support.browser import browser, desktop_page  # noqa: F401  (pytest fixtures)
 
 Tests are skipped when chromium is missing, unless REQUIRE_BROWSER=1 (CI), in
 which case they fail. Pages come from pytest-django's ``live_server``.
@@ -16,6 +16,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from bots.personas import expected_check_value
+from surveys import selectors, services
+from surveys.models import Participant
+from tests.support.paths import ROOT
 
 # Playwright's sync API runs an event loop in this thread; the tests still read
 # the database directly between steps, which Django would otherwise refuse.
@@ -139,9 +144,50 @@ def tab_to(page, selector: str, *, limit: int = 150) -> None:
     raise AssertionError(f"could not reach {selector} with the keyboard")
 
 
+# --- getting a participant to a page quickly ---------------------------------------------
+
+
+def participant_link(live_server, external_id: str) -> str:
+    """The panel link into the TIDE study on the live server."""
+    return f"{live_server.url}/s/tide/?PROLIFIC_PID={external_id}&STUDY_ID=st&SESSION_ID=se"
+
+
+def answer_until(participant: Participant, *, stop_at: str | None) -> None:
+    """Submit the participant's pages through the services until a page of kind ``stop_at``
+    ("check") is current, or all of them (``stop_at=None``)."""
+    study = participant.study
+    while True:
+        state = selectors.participant_state(participant=participant)
+        if state.current_visit_id is None:
+            return
+        page = selectors.visit_page_get(visit_id=state.current_visit_id, study=study)
+        if stop_at == "check" and page.is_check:
+            return
+        services.visit_mark_shown(visit_id=page.visit.pk)
+        if page.is_check:
+            answers = services.PageAnswers(
+                attention_value=expected_check_value(page.visit.attention_check.text, page.dimensions[0].points)
+            )
+        else:
+            answers = services.PageAnswers(
+                ratings={(p.pk, d.pk): 3 for p in page.placements for d in page.dimensions},
+                ranks={p.pk: p.position for p in page.placements},
+            )
+        services.block_answer_submit(participant_id=participant.pk, visit_id=page.visit.pk, answers=answers)
+
+
+def start_survey(page, live_server, external_id: str) -> Participant:
+    """Enter TIDE in ``page``, consent and read the instructions; returns the participant (on the first block)."""
+    page.goto(participant_link(live_server, external_id))
+    page.get_by_role("button", name="I agree to take part").click()
+    page.get_by_role("button", name="Start").click()
+    page.wait_for_url("**/page/")
+    return Participant.objects.get(external_id=external_id)
+
+
 # --- screenshots for the README (SAVE_SCREENSHOTS=1, see bin/screenshots) ----------------
 
-SCREENSHOTS_DIR = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
+SCREENSHOTS_DIR = ROOT / "docs" / "screenshots"
 
 
 def saving_screenshots() -> bool:

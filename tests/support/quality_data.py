@@ -9,7 +9,7 @@ Near-misses sit exactly on the boundaries of DESIGN 3.2: 10.0 and 75.0
 minutes, exactly 25 % fast blocks, a block of exactly 10 s, low SD with a
 good MAE, a high MAE with varied ratings, and an empty attention outcome.
 
-``python -m tests.quality_data OUT_DIR [N]`` writes a big honest data set
+``python -m tests.support.quality_data OUT_DIR [N]`` writes a big honest data set
 (N participants x 24 blocks x 5 responses) for the import benchmark.
 """
 
@@ -24,8 +24,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+from tests.support.paths import FIXTURES
+
 RULES = ("incomplete", "attention", "duration", "speed", "straightlining")
-FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "tide.json"
+FIXTURE = FIXTURES / "tide.json"
 T0 = datetime(2025, 3, 3, 9, 0, tzinfo=timezone.utc)
 PARTICIPANT_HEADER = ["participant_id", "started_at", "finished_at", "attention_passed", "age", "sex", "gender",
                       "race", "hispanic", "education", "employment", "state"]
@@ -220,6 +222,16 @@ def planted_files(people: list[Planted] | None = None) -> PlantedFiles:
     for response, score in gold.items():
         g_csv.writerow([response, score])
     return PlantedFiles(people, p_out.getvalue(), r_out.getvalue(), g_out.getvalue())
+
+
+def planted_import(study, people: list[Planted]) -> None:
+    """Import the files of ``people`` (responses, then gold scores) into ``study``, as a researcher uploads them."""
+    from analysis.importers import gold_import, responses_import
+
+    files = planted_files(people)
+    responses_import(study=study, participants_file=io.StringIO(files.participants_csv),
+                     ratings_file=io.StringIO(files.ratings_csv))
+    gold_import(study=study, gold_file=io.StringIO(files.gold_csv))
 
 
 def live_participants_create(study, people: list[Planted]) -> None:

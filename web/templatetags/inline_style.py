@@ -1,11 +1,11 @@
-"""``{% participant_stylesheet %}``: site.css inlined in a <style> element (see config.inline_style)."""
+"""``{% participant_stylesheet %}``: site.css inlined in a <style> element (see web.inline_style)."""
 
 from __future__ import annotations
 
 from django import template
 from django.utils.safestring import SafeString, mark_safe
 
-from config.inline_style import participant_stylesheet as _participant_stylesheet
+from web.inline_style import participant_stylesheet as _participant_stylesheet
 
 register = template.Library()
 

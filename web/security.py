@@ -10,7 +10,7 @@ from functools import lru_cache, wraps
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 
-from config.inline_style import participant_stylesheet
+from web.inline_style import participant_stylesheet
 
 DEFAULT_CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; "

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class BotsConfig(AppConfig):
+    name = "bots"
+    verbose_name = "Scripted participants"

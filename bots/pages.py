@@ -1,0 +1,133 @@
+"""What a page asks: its questions, read from the HTML or straight from the database."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+
+from surveys.models import Study
+from surveys.selectors import VisitPage
+
+
+@dataclass
+class PageSpec:
+    """The questions of one page, however it was obtained (HTML or database)."""
+
+    kind: str  # consent, instructions, block, check, demographics, done, exit, or "" (unknown)
+    visit_id: int | None = None
+    placements: list[int] = field(default_factory=list)
+    dimensions: dict[str, list[int]] = field(default_factory=dict)
+    ranking: bool = False
+    best_worst: bool = False
+    texts: dict[str, int] = field(default_factory=dict)  # field name -> max length
+    statement: str = ""
+    check_points: list[int] = field(default_factory=list)
+    selects: dict[str, list[str]] = field(default_factory=dict)  # demographics: name -> choices
+    completion_code: str = ""
+    csrf_token: str = ""
+
+
+class _PageParser(HTMLParser):
+    """Collects the form controls, the CSRF token and a few data- markers of a page."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.kind = ""
+        self.hidden: dict[str, str] = {}
+        self.radios: dict[str, list[str]] = {}
+        self.selects: dict[str, list[str]] = {}
+        self.textareas: dict[str, int] = {}
+        self.legends: list[str] = []
+        self.code = ""
+        self._select: str | None = None
+        self._in_legend = False
+        self._in_code = False
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "form" and "data-page" in a and not self.kind:
+            self.kind = a["data-page"] or ""
+        elif tag == "input" and a.get("type") == "hidden" and a.get("name"):
+            self.hidden[a["name"]] = a.get("value", "")
+        elif tag == "input" and a.get("type") == "radio":
+            self.radios.setdefault(a["name"], []).append(a.get("value", ""))
+        elif tag == "select":
+            self._select = a.get("name")
+            self.selects[self._select] = []
+        elif tag == "option" and self._select and a.get("value"):
+            self.selects[self._select].append(a["value"])
+        elif tag == "textarea":
+            self.textareas[a["name"]] = int(a.get("maxlength") or 10000)
+        elif tag == "legend":
+            self._in_legend = True
+            self.legends.append("")
+        elif "data-completion-code" in a:
+            self._in_code = True
+
+    def handle_endtag(self, tag):
+        if tag == "select":
+            self._select = None
+        elif tag == "legend":
+            self._in_legend = False
+        elif self._in_code:
+            self._in_code = False
+
+    def handle_data(self, data):
+        if self._in_legend:
+            self.legends[-1] += data
+        if self._in_code:
+            self.code += data.strip()
+
+
+def page_spec_from_html(html: str) -> PageSpec:
+    parser = _PageParser()
+    parser.feed(html)
+    spec = PageSpec(kind=parser.kind, csrf_token=parser.hidden.get("csrfmiddlewaretoken", ""))
+    if parser.code:
+        spec.kind, spec.completion_code = "done", parser.code
+    if parser.hidden.get("visit"):
+        spec.visit_id = int(parser.hidden["visit"])
+    for name, values in parser.radios.items():
+        match = re.match(r"^rate-(\d+)-(.+)$", name)
+        if match:
+            pid = int(match.group(1))
+            if pid not in spec.placements:
+                spec.placements.append(pid)
+            spec.dimensions[match.group(2)] = [int(v) for v in values]
+        elif name == "attention":
+            spec.check_points = [int(v) for v in values]
+            spec.statement = parser.legends[0].strip() if parser.legends else ""
+        elif name == "most":
+            spec.best_worst = True
+            spec.placements = spec.placements or [int(v) for v in values]
+    for name, values in parser.selects.items():
+        match = re.match(r"^rank-(\d+)$", name)
+        if match:
+            spec.ranking = True
+            if int(match.group(1)) not in spec.placements:
+                spec.placements.append(int(match.group(1)))
+        else:
+            spec.selects[name] = values
+    spec.texts = dict(parser.textareas)
+    return spec
+
+
+def page_spec_from_db(*, page: VisitPage, study: Study) -> PageSpec:
+    """The same PageSpec straight from the selectors (the services driver)."""
+    if page.is_check:
+        return PageSpec(
+            kind="check",
+            visit_id=page.visit.pk,
+            statement=page.visit.attention_check.text,
+            check_points=page.dimensions[0].points,
+        )
+    return PageSpec(
+        kind="block",
+        visit_id=page.visit.pk,
+        placements=[p.pk for p in page.placements],
+        dimensions={d.key: d.points for d in page.dimensions},
+        ranking=study.ranking_enabled,
+        best_worst=study.best_worst_enabled,
+        texts={f"text-{q.key}": q.max_length for q in page.free_text_questions},
+    )

@@ -1,0 +1,11 @@
+"""The study definitions of fixtures/, loaded the way ``load_study`` loads them."""
+
+from __future__ import annotations
+
+from surveys.definition import parse_definition, read_definition_file
+from surveys.loader import study_load
+from tests.support.paths import FIXTURES
+
+
+def load_fixture(name: str):
+    return study_load(definition=parse_definition(read_definition_file(FIXTURES / name))).study
