@@ -40,6 +40,8 @@ ENCODER_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 # through mean pooling of this layer, so its token vectors are the ones tuned for
 # semantic similarity. Not tuned on human ratings; pass ``layer=`` to change it.
 DEFAULT_BERTSCORE_LAYER = 6
+# Shown as a command on the metrics page and in errors. For the CPU-only torch build, one command
+# comes first: requirements-metrics.txt's comments and docs/metrics.md give it.
 INSTALL_HINT = "pip install -r requirements-metrics.txt"
 REFERENCE_METRICS = ("embedding_cosine", "bertscore_f1", "rouge_l", "meteor")
 RESPONSE_COLUMNS = ("response_id", "model", "condition", "scenario", "block_id", "text", "reference_text")

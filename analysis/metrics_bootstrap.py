@@ -21,6 +21,9 @@ many ties. Values are ranked as given: round near-ties first
 
 from __future__ import annotations
 
+import contextlib
+from typing import Any
+
 import numpy as np
 
 # Rows per chunk times n: bounds each (rows, n) work array to 2**21 cells (16 MB of int64/float64).
@@ -53,10 +56,8 @@ def rank_correlations_resampled(
     size = resamples.shape[1] if resamples.ndim == 2 else 0
     spearman, kendall = np.empty(len(resamples)), np.empty(len(resamples))
     for rows in _row_chunks(len(resamples), max(size, points.n_joint)):
-        chunk = resamples[rows]
-        x_sizes = _group_sizes(points.x_group[chunk], points.n_x)
-        y_sizes = _group_sizes(points.y_group[chunk], points.n_y)
-        joint_sizes = _group_sizes(points.joint_group[chunk], points.n_joint)
+        joint_sizes = _group_sizes(points.joint_group[resamples[rows]], points.n_joint)
+        x_sizes, y_sizes = points.x_sizes(joint_sizes), points.y_sizes(joint_sizes)
         spearman[rows] = _spearman(points, size, x_sizes, y_sizes, joint_sizes)
         kendall[rows] = _kendall(points, size, x_sizes, y_sizes, joint_sizes)
     return spearman, kendall
@@ -76,6 +77,11 @@ def _group_sizes(groups: np.ndarray, n_groups: int) -> np.ndarray:
     return np.bincount((groups + offsets).ravel(), minlength=len(groups) * n_groups).reshape(len(groups), n_groups)
 
 
+def _run_starts(sorted_values: np.ndarray) -> np.ndarray:
+    """Positions where a new value starts in a sorted array."""
+    return np.flatnonzero(np.r_[True, sorted_values[1:] != sorted_values[:-1]])
+
+
 def _tied_pairs(sizes: np.ndarray) -> np.ndarray:
     return (sizes * (sizes - 1) // 2).sum(axis=1)
 
@@ -90,16 +96,27 @@ class _JointPoints:
     """
 
     def __init__(self, x: np.ndarray, y: np.ndarray) -> None:
-        x_values, self.x_group = np.unique(x, return_inverse=True)
-        y_values, self.y_group = np.unique(y, return_inverse=True)
-        self.x_group, self.y_group = self.x_group.astype(np.int64).ravel(), self.y_group.astype(np.int64).ravel()
-        self.n_x, self.n_y = len(x_values), len(y_values)
-        joint, self.joint_group = np.unique(self.x_group * self.n_y + self.y_group, return_inverse=True)
+        x_group = np.unique(x, return_inverse=True)[1].astype(np.int64).ravel()
+        y_group = np.unique(y, return_inverse=True)[1].astype(np.int64).ravel()
+        n_y = int(y_group.max()) + 1 if len(y_group) else 1
+        # Sorted by (x rank, y rank), so the distinct points of one x value are adjacent.
+        joint, self.joint_group = np.unique(x_group * n_y + y_group, return_inverse=True)
         self.joint_group = self.joint_group.astype(np.int64).ravel()
         self.n_joint = len(joint)
-        self.joint_x, self.joint_y = joint // self.n_y, joint % self.n_y
+        self.joint_x, self.joint_y = joint // n_y, joint % n_y
+        self.x_starts = _run_starts(self.joint_x)
+        self.y_order = np.argsort(self.joint_y, kind="stable")
+        self.y_starts = _run_starts(self.joint_y[self.y_order])
         small = self.n_joint <= KENDALL_MATMUL_MAX_POINTS
         self.kendall_s = _MatmulS(self.joint_x, self.joint_y) if small else _BitLevelS(self.joint_x, self.joint_y)
+
+    def x_sizes(self, joint_sizes: np.ndarray) -> np.ndarray:
+        """Drawn points per distinct x value, in increasing order: (rows, distinct x values)."""
+        return np.add.reduceat(joint_sizes, self.x_starts, axis=1)
+
+    def y_sizes(self, joint_sizes: np.ndarray) -> np.ndarray:
+        """Drawn points per distinct y value, in increasing order: (rows, distinct y values)."""
+        return np.add.reduceat(np.take(joint_sizes, self.y_order, axis=1), self.y_starts, axis=1)
 
 
 def _centred_ranks(sizes: np.ndarray, size: int) -> np.ndarray:
@@ -147,11 +164,33 @@ class _MatmulS:
         self.signs32 = self.signs.astype(np.float32)
 
     def __call__(self, counts: np.ndarray, untied: np.ndarray) -> np.ndarray:
-        if len(counts) and int(counts[0].sum()) < 2**24:
-            paired = counts.astype(np.float32) @ self.signs32
-        else:
-            paired = counts.astype(np.float64) @ self.signs
+        with _one_blas_thread():
+            if len(counts) and int(counts[0].sum()) < 2**24:
+                paired = counts.astype(np.float32) @ self.signs32
+            else:
+                paired = counts.astype(np.float64) @ self.signs
         return (np.rint(paired).astype(np.int64) * counts).sum(axis=1) // 2
+
+
+_BLAS_CONTROLLER: Any = None
+
+
+def _one_blas_thread() -> contextlib.AbstractContextManager[Any]:
+    """Limit BLAS to one thread for these small products, where threadpoolctl is installed.
+
+    threadpoolctl comes with scikit-learn, so with the metrics stack. A second
+    BLAS thread gains little on products this small and, on a busy machine (a
+    Celery worker next to others), its start and wait cost more than the
+    product: measured 2x slower overall at load average 7 on 2 cores.
+    """
+    global _BLAS_CONTROLLER
+    try:
+        from threadpoolctl import ThreadpoolController
+    except ImportError:
+        return contextlib.nullcontext()
+    if _BLAS_CONTROLLER is None:  # inspects the loaded libraries once per process (~0.1 s)
+        _BLAS_CONTROLLER = ThreadpoolController()
+    return _BLAS_CONTROLLER.limit(limits=1, user_api="blas")
 
 
 class _BitLevelS:
