@@ -33,11 +33,15 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from analysis.metrics_bootstrap import rank_correlations_resampled
+
 ENCODER_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 # The last of the model's 6 layers: all-MiniLM-L6-v2 was trained (contrastively)
 # through mean pooling of this layer, so its token vectors are the ones tuned for
 # semantic similarity. Not tuned on human ratings; pass ``layer=`` to change it.
 DEFAULT_BERTSCORE_LAYER = 6
+# Shown as a command on the metrics page and in errors. For the CPU-only torch build, one command
+# comes first: requirements-metrics.txt's comments and docs/metrics.md give it.
 INSTALL_HINT = "pip install -r requirements-metrics.txt"
 REFERENCE_METRICS = ("embedding_cosine", "bertscore_f1", "rouge_l", "meteor")
 RESPONSE_COLUMNS = ("response_id", "model", "condition", "scenario", "block_id", "text", "reference_text")
@@ -625,7 +629,8 @@ def metrics_table(per_response: pd.DataFrame) -> pd.DataFrame:
     DataFrame
         One row per (model, condition): ``n``, ``<metric>_mean`` and
         ``<metric>_sd`` (ddof=1, NaNs skipped) for each reference metric,
-        ``distinct_1``, ``distinct_2`` (corpus-level within the group), and the
+        ``distinct_1``, ``distinct_2`` (corpus-level over the group's distinct
+        texts: a text repeated in several blocks counts once), and the
         ``bertscore_layer`` and ``meteor_stages`` settings.
     """
     _require_columns(per_response, ("model", "condition", "text", *REFERENCE_METRICS))
@@ -639,7 +644,9 @@ def _table_row(model: str, condition: str, group: pd.DataFrame) -> dict[str, Any
     for metric in REFERENCE_METRICS:
         row[f"{metric}_mean"] = group[metric].mean()
         row[f"{metric}_sd"] = group[metric].std(ddof=1)
-    texts = group["text"].fillna("").astype(str).tolist()
+    # A text shown in several blocks (TIDE reuses each scenario's reference in 4) is one text of the
+    # system: counting its copies would make a system look repetitive for being shown more often.
+    texts = list(dict.fromkeys(group["text"].fillna("").astype(str)))
     row["distinct_1"] = distinct_n(texts, 1)
     row["distinct_2"] = distinct_n(texts, 2)
     for setting in ("bertscore_layer", "meteor_stages"):
@@ -661,6 +668,13 @@ def metric_human_agreement(
     seed: int = 0,
 ) -> pd.DataFrame:
     """Rank correlation of each metric with the mean human rating, overall and per model.
+
+    Metric values and mean ratings are rounded to :data:`RANKING_DIGITS`
+    significant digits first (:func:`round_for_ranking`), so values that differ
+    only by float noise rank as ties. The percentile CIs come from ``n_boot``
+    resamples of the responses, drawn once per (scope, metric) and shared by
+    both methods; :mod:`analysis.metrics_bootstrap` computes the statistic of
+    every resample at once, equal to scipy's on each resample.
 
     Parameters
     ----------
@@ -701,7 +715,8 @@ def _correlation_rows(
     scope: str, metric: str, group: pd.DataFrame, n_boot: int, confidence: float, seed: int
 ) -> list[dict[str, Any]]:
     pairs = group[[metric, "mean_rating"]].dropna()
-    x, y = pairs[metric].to_numpy(float), pairs["mean_rating"].to_numpy(float)
+    x = round_for_ranking(pairs[metric].to_numpy(float))
+    y = round_for_ranking(pairs["mean_rating"].to_numpy(float))
     base = {"model": scope, "metric": metric, "n": len(x), "n_boot": n_boot}
     if len(x) < 3:
         nan = float("nan")
@@ -710,31 +725,26 @@ def _correlation_rows(
     resamples = np.random.default_rng(seed).integers(0, len(x), size=(n_boot, len(x)))
     spearman = stats.spearmanr(x, y)
     kendall = stats.kendalltau(x, y)
+    boot_spearman, boot_kendall = rank_correlations_resampled(x=x, y=y, resamples=resamples)
     tail = (1 - confidence) / 2 * 100
     rows = []
-    for method, estimate, boot in (
-        ("spearman", spearman, _bootstrap_spearman(x, y, resamples)),
-        ("kendall", kendall, _bootstrap_kendall(x, y, resamples)),
-    ):
+    for method, estimate, boot in (("spearman", spearman, boot_spearman), ("kendall", kendall, boot_kendall)):
         low, high = (np.nanpercentile(boot, [tail, 100 - tail]) if np.isfinite(boot).any() else (np.nan, np.nan))
         rows.append({**base, "method": method, "r": float(estimate.statistic), "p": float(estimate.pvalue),
                      "ci_low": float(low), "ci_high": float(high)})
     return rows
 
 
-def _bootstrap_spearman(x: np.ndarray, y: np.ndarray, resamples: np.ndarray) -> np.ndarray:
-    """Spearman rho of every resample at once: Pearson r of the (tie-averaged) ranks."""
-    rank_x = stats.rankdata(x[resamples], axis=1)
-    rank_y = stats.rankdata(y[resamples], axis=1)
-    rank_x -= rank_x.mean(axis=1, keepdims=True)
-    rank_y -= rank_y.mean(axis=1, keepdims=True)
-    denominator = np.sqrt((rank_x**2).sum(axis=1) * (rank_y**2).sum(axis=1))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(denominator > 0, (rank_x * rank_y).sum(axis=1) / denominator, np.nan)
+RANKING_DIGITS = 12
 
 
-def _bootstrap_kendall(x: np.ndarray, y: np.ndarray, resamples: np.ndarray) -> np.ndarray:
-    values = np.empty(len(resamples))
-    for i, index in enumerate(resamples):
-        values[i] = stats.kendalltau(x[index], y[index]).statistic
-    return values
+def round_for_ranking(values: np.ndarray, digits: int = RANKING_DIGITS) -> np.ndarray:
+    """``values`` rounded to ``digits`` significant digits, so that float noise ranks as a tie.
+
+    A mean rating or a metric computed two ways can differ in the 16th digit
+    (``0.1 + 0.2`` vs ``0.3``); ranked as they are, such near-ties would count
+    as a strict order in Spearman and Kendall. Twelve digits keep every real
+    difference between ratings and metric values. NaN and infinities pass through.
+    """
+    # Decimal formatting rounds correctly at any magnitude (no overflow of a 10**k scale).
+    return np.array([float(f"{v:.{digits}g}") for v in np.asarray(values, dtype=float)], dtype=float)

@@ -10,7 +10,7 @@ which
    the latest finished analysis run, or everyone when there is none),
 3. computes the per-response metrics, the Table-1 metrics table, agreement with
    people, the ridge predictor with CV grouped by scenario, and robustness to
-   the seven perturbations on every reference response,
+   the seven perturbations on every distinct reference text,
 and stores the tables and the fitted predictor on the run.
 
 Every sentence embedding goes through the database cache, and so does every
@@ -233,10 +233,11 @@ def compute_metrics_outcome(study: Study, steps: StepTimer) -> MetricsOutcome:
                                      f"leave-one-scenario-out CV, vs the training fold's mean. Human means: {basis}.")
             predictor_bytes = predictor.to_bytes()
         with steps.step("robustness"):
-            reference_texts = responses.loc[responses["is_reference"], "text"].tolist()
+            # Distinct texts: a reference shown in several blocks (4 per scenario in TIDE) is one text to perturb.
+            reference_texts = list(dict.fromkeys(responses.loc[responses["is_reference"], "text"]))
             tables["robustness"] = robustness_table(_CachedPredictor(predictor, encoder, cache), reference_texts)
-            notes["robustness"] = (f"Change of the predicted rating on {len(reference_texts)} reference responses "
-                                   "under each perturbation (perturbed minus original; seed 0).")
+            notes["robustness"] = (f"Change of the predicted rating on the {len(reference_texts)} distinct reference "
+                                   "responses under each perturbation (perturbed minus original; seed 0).")
     return MetricsOutcome(
         tables=tables, notes=notes, predictor=predictor_bytes, source_run_id=source_run_id, human_basis=basis,
         cache_hits=cache.hits + pair_cache.hits, cache_misses=cache.misses + pair_cache.misses,

@@ -192,6 +192,32 @@ def test_it_tabulates_mean_sd_and_distinct_per_model_and_condition(per_response)
     assert row["distinct_2"] == pytest.approx(metrics.distinct_n(group["text"].tolist(), 2))
 
 
+def test_it_counts_a_text_repeated_in_several_blocks_once_in_distinct_n(per_response):
+    repeated = per_response.copy()
+    shown_twice = repeated.index[(repeated.model == "A") & (repeated.condition == "zero-shot")]
+    repeated.loc[shown_twice[1], "text"] = repeated.loc[shown_twice[0], "text"]
+    row = metrics.metrics_table(repeated).set_index(["model", "condition"]).loc[("A", "zero-shot")]
+    distinct_texts = list(dict.fromkeys(repeated.loc[shown_twice, "text"]))
+    assert len(distinct_texts) == len(shown_twice) - 1 and row["n"] == len(shown_twice)
+    assert row["distinct_1"] == pytest.approx(metrics.distinct_n(distinct_texts, 1))
+    assert row["distinct_2"] == pytest.approx(metrics.distinct_n(distinct_texts, 2))
+
+
+def test_it_gives_tides_reference_system_the_distinct_n_of_its_six_texts(tide_definition):
+    # TIDE shows each scenario's reference response in the 4 blocks of the scenario: 24 items, 6 texts.
+    items = [{**item, "block_id": block["id"]} for block in tide_definition["blocks"] for item in block["responses"]]
+    frame = pd.DataFrame(items).rename(columns={"system": "model"})
+    for metric in metrics.REFERENCE_METRICS:
+        frame[metric] = np.nan
+    table = metrics.metrics_table(frame).set_index("condition")
+    reference = frame[frame.condition == "reference"]
+    six = list(dict.fromkeys(reference["text"]))
+    assert len(reference) == 24 and len(six) == 6 and table.loc["reference", "n"] == 24
+    assert table.loc["reference", "distinct_1"] == pytest.approx(metrics.distinct_n(six, 1))
+    # Counting the four copies of each text divides Distinct-n by about four.
+    assert metrics.distinct_n(reference["text"].tolist(), 1) < table.loc["reference", "distinct_1"] / 3.5
+
+
 def test_it_correlates_metrics_with_people_as_scipy_does(per_response):
     rng = np.random.default_rng(1)
     human = pd.DataFrame({"response_id": per_response["response_id"], "mean_rating": rng.uniform(1, 5, len(per_response))})
@@ -206,14 +232,6 @@ def test_it_correlates_metrics_with_people_as_scipy_does(per_response):
         assert kendall["r"] == pytest.approx(stats.kendalltau(data.meteor, data.mean_rating).statistic)
         assert kendall["p"] == pytest.approx(stats.kendalltau(data.meteor, data.mean_rating).pvalue)
     pd.testing.assert_frame_equal(agreement, metrics.metric_human_agreement(per_response, human, n_boot=300, seed=3))
-
-
-def test_it_bootstraps_spearman_exactly_like_scipy_on_each_resample():
-    rng = np.random.default_rng(0)
-    x, y = rng.integers(0, 5, 30).astype(float), rng.normal(size=30)  # ties on purpose
-    resamples = rng.integers(0, 30, size=(50, 30))
-    expected = [stats.spearmanr(x[i], y[i]).statistic for i in resamples]
-    np.testing.assert_allclose(metrics._bootstrap_spearman(x, y, resamples), expected, atol=1e-12)
 
 
 # --------------------------------------------------------------------------- predictor

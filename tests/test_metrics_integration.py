@@ -36,21 +36,29 @@ def few_resamples(settings):
     settings.METRICS_N_BOOT = 200
 
 
-@pytest.fixture
-def mini_study(db, tide_definition):
-    definition = dict(tide_definition, slug="tide-mini", title="TIDE, three blocks")
-    definition["blocks"] = [b for b in tide_definition["blocks"] if b["id"] in BLOCKS]
+def tide_blocks_study(tide_definition: dict, blocks: tuple[str, ...], slug: str):
+    definition = dict(tide_definition, slug=slug, title=f"TIDE, blocks {', '.join(blocks)}")
+    definition["blocks"] = [b for b in tide_definition["blocks"] if b["id"] in blocks]
     definition["quality"] = dict(definition["quality"], duration_min_minutes=1)
     definition["recruitment"] = dict(definition["recruitment"], target_completions=None)
     return study_load(definition=parse_definition(definition)).study
 
 
+def rated_by_bots(study, n: int = 5):
+    for seed in range(n):
+        run_with_services(persona=Persona(), study=study, seed=seed)
+    return study
+
+
+@pytest.fixture
+def mini_study(db, tide_definition):
+    return tide_blocks_study(tide_definition, BLOCKS, "tide-mini")
+
+
 @pytest.fixture
 def rated_mini_study(mini_study):
     """The three blocks rated by five honest bots."""
-    for seed in range(5):
-        run_with_services(persona=Persona(), study=mini_study, seed=seed)
-    return mini_study
+    return rated_by_bots(mini_study)
 
 
 @pytest.fixture
@@ -119,6 +127,27 @@ def test_it_computes_every_table_of_a_small_study_with_the_real_encoder(rated_mi
     assert len(robustness) == 7 and (robustness["n"] == 3).all()
     assert run.predictor is not None and b"rating-predictor/1" in bytes(run.predictor)
     assert {"encoder", "metrics", "agreement", "predictor", "robustness", "total"} <= set(run.timings)
+
+
+@needs_stack
+@pytest.mark.slow
+def test_it_counts_a_reference_shown_in_several_blocks_once(db, tide_definition):
+    # Q1 and Q2 are two blocks of scenario S1 and show the same reference text; Q5 is scenario S2.
+    study = rated_by_bots(tide_blocks_study(tide_definition, ("Q1", "Q2", "Q5"), "tide-shared-reference"), n=3)
+    run = _compute(study)
+    tables = selectors.metrics_tables(run=run)
+    per_response, _ = tables["per_response"]
+    references = per_response[per_response["condition"] == "reference"]
+    distinct = list(dict.fromkeys(references["text"]))
+    assert len(references) == 3 and len(distinct) == 2
+
+    robustness, note = tables["robustness"]
+    assert len(robustness) == 7 and (robustness["n"] == 2).all() and "2 distinct reference" in note
+    table, _ = tables["metrics_table"]
+    row = table[table["condition"] == "reference"].iloc[0]
+    assert row["n"] == 3
+    assert row["distinct_1"] == pytest.approx(metrics.distinct_n(distinct, 1))
+    assert row["distinct_2"] == pytest.approx(metrics.distinct_n(distinct, 2))
 
 
 @needs_stack
