@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from analysis import stats as S
-from tests import stats_data as data
+from tests.support import stats_data as data
 
 #: Every exported table's columns: a degenerate input still gets the whole table shape.
 COLUMNS = {
