@@ -131,6 +131,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "web.security.ContentSecurityPolicyMiddleware",
+    "web.caching.NoStoreMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "web.sessions.SessionRefreshMiddleware",
@@ -292,7 +293,10 @@ SPECTACULAR_SETTINGS = {
     },
 }
 
-CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+# Sign-in and API throttle counters live in the default cache, so it must be one
+# that every worker process shares: the database (its table is created by
+# migration web.0001), or Redis with REDIS_CACHE_URL.
+CACHES = {"default": {"BACKEND": "django.core.cache.backends.db.DatabaseCache", "LOCATION": "web_cache"}}
 REDIS_CACHE_URL = os.environ.get("REDIS_CACHE_URL", "")
 if REDIS_CACHE_URL:
     CACHES["default"] = {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_CACHE_URL}

@@ -123,8 +123,12 @@ def owner_api(owner, owner_token) -> APIClient:
 
 
 @pytest.fixture
-def fresh_cache():
-    """An empty cache: sign-in failure counters and API throttles live there, keyed by ids that repeat between tests."""
+def fresh_cache(db):
+    """An empty cache: sign-in failure counters and API throttles live there, keyed by ids that repeat between tests.
+
+    The cache is the database's (shared by every worker), so each test's counters
+    also vanish with its transaction.
+    """
     cache.clear()
 
 

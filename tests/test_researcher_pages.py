@@ -8,6 +8,7 @@ import re
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.db import connection
 
@@ -195,3 +196,32 @@ def test_ten_failed_sign_ins_lock_the_account_with_a_429_page(client, owner):
     # Another address guessing another name is not locked out.
     other = client.post("/accounts/login/", {"username": "someone", "password": "x"}, REMOTE_ADDR="10.0.0.9")
     assert other.status_code == 200
+
+
+def test_password_spraying_from_one_address_never_locks_out_another_account(client, owner):
+    from web.accounts import MAX_ADDRESS_FAILURES
+
+    shared_proxy = {"REMOTE_ADDR": "10.1.2.3"}
+    for i in range(MAX_ADDRESS_FAILURES):  # an attacker tries one password on many made-up accounts
+        assert client.post("/accounts/login/", {"username": f"made-up-{i}", "password": "x"},
+                           **shared_proxy).status_code == 200
+    # The attacker is refused on the accounts it already failed on ...
+    assert client.post("/accounts/login/", {"username": "made-up-0", "password": "y"}, **shared_proxy).status_code == 429
+    # ... while the real researcher behind the same address signs in.
+    signed_in = client.post("/accounts/login/", {"username": "owner", "password": PASSWORD}, **shared_proxy)
+    assert signed_in.status_code == 302
+
+
+def test_researcher_pages_downloads_and_the_api_are_never_stored(owner_client, done_run, owner_token):
+    slug = done_run.study.slug
+    for path in (f"/studies/{slug}/", f"/studies/{slug}/runs/{done_run.pk}/", f"/studies/{slug}/exports/",
+                 f"/studies/{slug}/exports/ratings.csv", f"/studies/{slug}/exports/identifiers.csv?confirm=1"):
+        response = owner_client.get(path)
+        assert response.status_code == 200, path
+        assert "no-store" in response["Cache-Control"] and "private" in response["Cache-Control"], path
+    for path in (f"/api/studies/{slug}/restricted/identifiers.csv", f"/api/studies/{slug}/runs/", "/api/studies/"):
+        response = owner_client.get(path, HTTP_AUTHORIZATION=f"Token {owner_token}")
+        assert response.status_code == 200, path
+        assert "no-store" in response["Cache-Control"], path
+    assert "no-store" in owner_client.get("/api/studies/nope/").get("Cache-Control", "")  # errors too
+    assert "no-store" in Client().get("/accounts/login/")["Cache-Control"]

@@ -1,6 +1,20 @@
-"""Researcher sign-in, rate-limited against password guessing."""
+"""Researcher sign-in, rate-limited against password guessing.
+
+Failures are counted per account and per address, in the default cache, which
+every worker shares (Redis with ``REDIS_CACHE_URL``, else the database cache):
+a count kept per worker would let an attacker try workers x the limit.
+
+- An account with ``MAX_FAILURES`` failures in the window is locked, whatever
+  the address: this stops guessing one password.
+- An address with ``MAX_ADDRESS_FAILURES`` failures in the window (password
+  spraying over many accounts) is refused only for the accounts it has already
+  failed on: failures against one account never lock out another, so a real
+  researcher behind the same proxy address signs in as usual.
+"""
 
 from __future__ import annotations
+
+import hashlib
 
 from django.contrib.auth import views as auth_views
 from django.core.cache import cache
@@ -8,26 +22,51 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 MAX_FAILURES = 10
+MAX_ADDRESS_FAILURES = 30
 WINDOW_SECONDS = 15 * 60
 
 
-def _keys(request: HttpRequest) -> list[str]:
-    ip = request.META.get("REMOTE_ADDR", "unknown")
-    username = (request.POST.get("username") or "").strip().lower()[:150]
-    return [f"login-fail:ip:{ip}", f"login-fail:user:{username}"]
+def _username(request: HttpRequest) -> str:
+    return (request.POST.get("username") or "").strip().lower()[:150]
+
+
+def _digest(text: str) -> str:
+    # Cache keys have a length and character limit (memcached-safe); a username may not fit them.
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _account_key(username: str) -> str:
+    return f"login-fail:account:{_digest(username)}"
+
+
+def _address_key(address: str) -> str:
+    return f"login-fail:address:{_digest(address)}"
+
+
+def _address_account_key(address: str, username: str) -> str:
+    return f"login-fail:address-account:{_digest(address + chr(0) + username)}"
 
 
 def _too_many(request: HttpRequest) -> bool:
-    return any((cache.get(key) or 0) >= MAX_FAILURES for key in _keys(request))
+    username, address = _username(request), request.META.get("REMOTE_ADDR", "unknown")
+    if (cache.get(_account_key(username)) or 0) >= MAX_FAILURES:
+        return True
+    spraying = (cache.get(_address_key(address)) or 0) >= MAX_ADDRESS_FAILURES
+    return spraying and bool(cache.get(_address_account_key(address, username)))
+
+
+def _increment(key: str) -> None:
+    if cache.add(key, 1, WINDOW_SECONDS) is False:
+        try:
+            cache.incr(key)
+        except ValueError:  # expired between add and incr
+            cache.set(key, 1, WINDOW_SECONDS)
 
 
 def _count_failure(request: HttpRequest) -> None:
-    for key in _keys(request):
-        if cache.add(key, 1, WINDOW_SECONDS) is False:
-            try:
-                cache.incr(key)
-            except ValueError:  # expired between add and incr
-                cache.set(key, 1, WINDOW_SECONDS)
+    username, address = _username(request), request.META.get("REMOTE_ADDR", "unknown")
+    for key in (_account_key(username), _address_key(address), _address_account_key(address, username)):
+        _increment(key)
 
 
 class RateLimitedLoginView(auth_views.LoginView):
