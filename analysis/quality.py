@@ -30,6 +30,8 @@ RESULT_COLUMNS = [
     "excluded_by", "payable", "reject_reason",
 ]
 GENDER_NOT_ANSWERED = "(not answered)"
+# Thresholds are compared at this many decimals (see ``at_precision``).
+COMPARE_DECIMALS = 9
 REJECT_ATTENTION = "failed_attention_checks"
 REJECT_TOO_FAST = "too_fast"
 # Prolific: rejecting for attention needs two failed instructed checks in a study of 5+ minutes.
@@ -107,8 +109,13 @@ def participant_table(
 
 
 def flag_incomplete(table: pd.DataFrame, thresholds: Thresholds | None = None) -> pd.Series:
-    """No finish time, or fewer blocks answered than assigned."""
-    flags = table["finished_at"].isna() | (table["blocks_answered"] < table["blocks_assigned"])
+    """No finish time, fewer blocks answered than assigned, or no block answered at all.
+
+    The last case is an imported participant with a finish time but no rating rows:
+    nothing was assigned to them, yet they did not take part.
+    """
+    answered = table["blocks_answered"]
+    flags = table["finished_at"].isna() | (answered < table["blocks_assigned"]) | (answered.fillna(0) == 0)
     return flags.astype(bool).rename("incomplete")
 
 
@@ -125,13 +132,30 @@ def flag_duration(table: pd.DataFrame, thresholds: Thresholds) -> pd.Series:
 
 
 def flag_speed(table: pd.DataFrame, thresholds: Thresholds) -> pd.Series:
-    """Share of fast blocks strictly above the allowed share (exactly the share is kept)."""
-    return (table["fast_share"] > thresholds["fast_share_max"]).fillna(False).astype(bool).rename("speed")
+    """Share of fast blocks strictly above the allowed share (exactly the share is kept, at ``COMPARE_DECIMALS``)."""
+    return (at_precision(table["fast_share"]) > thresholds["fast_share_max"]).fillna(False).astype(bool).rename("speed")
+
+
+def at_precision(values: pd.Series) -> pd.Series:
+    """``values`` rounded to ``COMPARE_DECIMALS`` decimals, for comparing with a threshold.
+
+    A value on a boundary must not land on either side by floating-point noise:
+    ratings whose SD is exactly 0.6 come out as 0.5999999999999999, all ratings 4
+    against gold 4.9 give an MAE of 0.9000000000000004.
+
+    >>> at_precision(pd.Series([0.5999999999999999, 0.9000000000000004])).tolist()
+    [0.6, 0.9]
+    """
+    return values.round(COMPARE_DECIMALS)
 
 
 def flag_straightlining(table: pd.DataFrame, thresholds: Thresholds) -> pd.Series:
-    """SD below the threshold AND MAE above it; without a gold MAE (or SD) nobody is flagged."""
-    flags = (table["sd"] < thresholds["straightline_sd_max"]) & (table["mae"] > thresholds["straightline_mae_min"])
+    """SD below the threshold AND MAE above it, both compared at ``COMPARE_DECIMALS`` decimals.
+
+    Without a gold MAE (or SD) nobody is flagged.
+    """
+    flags = (at_precision(table["sd"]) < thresholds["straightline_sd_max"]) & (
+        at_precision(table["mae"]) > thresholds["straightline_mae_min"])
     return flags.fillna(False).astype(bool).rename("straightlining")
 
 
@@ -214,14 +238,16 @@ def apply_quality_rules(
 ) -> QualityResult:
     """Flags, exclusion, payment decision and the flow tables for one study.
 
-    ``payable`` is True for completed participants (status "completed")
-    without a reject reason; it does not depend on ``excluded_by``.
+    ``payable`` is True for completed participants (status "completed") who
+    answered at least one block, without a reject reason; it does not depend
+    on ``excluded_by``.
     """
     table = participant_table(ratings, participants, gold, thresholds)
     flags = rule_flags(table, thresholds)
     excluded_by = first_flagging_rule(flags)
     reasons = reject_reasons(table)
-    payable = (table["status"] == "completed") & (reasons == "")
+    # Completing means answering: a "completed" participant with no answered block is not paid.
+    payable = (table["status"] == "completed") & (reasons == "") & (table["blocks_answered"].fillna(0) > 0)
     result = pd.DataFrame(
         {
             "participant_id": table.index.to_numpy(dtype=object),

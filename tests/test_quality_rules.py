@@ -168,3 +168,29 @@ def test_the_flow_adds_up(people_spec):
     assert flow["excluded"].sum() == len(rows) - retained
     assert (flow["flagged_alone"].iloc[1:] >= flow["excluded"].iloc[1:]).all()
     assert result.filter_flow_by_gender["excluded"].sum() == len(rows) - retained
+
+
+def test_a_participant_exactly_on_the_straightlining_boundary_is_kept_whatever_the_float_noise():
+    # All ratings 4 against gold 4.9: |4 - 4.9| is 0.9000000000000004 in floating point.
+    assert abs(4.0 - 4.9) > 0.9
+    scores = {"R1": 4.9, "R2": 4.9, "R3": 4.9}
+    rows = [("on_the_line", "B", r, 4.0, 30.0) for r in scores]
+    rows += [("just_over", "B", r, 3.9, 30.0) for r in scores]  # MAE 1.0: flagged
+    people = participants_from_rows([{"participant_id": "on_the_line"}, {"participant_id": "just_over"}])
+    table = table_for(ratings_from_rows(rows), people, gold_from_scores(scores))
+    assert quality.flag_straightlining(table, THRESHOLDS).tolist() == [False, True]
+    # An SD of exactly 0.6 that the arithmetic delivers as 0.5999999999999999 is not below 0.6.
+    noisy = pd.DataFrame({"sd": [0.5999999999999999, 0.5999], "mae": [1.5, 1.5]})
+    assert quality.flag_straightlining(noisy, THRESHOLDS).tolist() == [False, True]
+
+
+def test_an_imported_participant_who_finished_without_a_single_rating_is_incomplete_and_not_paid():
+    people = participants_from_rows([
+        {"participant_id": "empty", "blocks_assigned": 0, "blocks_answered": 0},
+        {"participant_id": "rated", "blocks_assigned": 1, "blocks_answered": 1},
+    ])
+    ratings = ratings_from_rows([("rated", "B", "R1", 4.0, 30.0), ("rated", "B", "R2", 2.0, 30.0)])
+    result = quality.apply_quality_rules(ratings, people, gold_from_scores({}), THRESHOLDS).participants
+    by_id = result.set_index("participant_id")
+    assert by_id.loc["empty", "excluded_by"] == "incomplete" and not by_id.loc["empty", "payable"]
+    assert by_id.loc["rated", "excluded_by"] == "" and by_id.loc["rated", "payable"]

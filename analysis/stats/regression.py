@@ -89,17 +89,58 @@ def _systems_lacking_a_condition(frame: pd.DataFrame) -> list[str]:
     return [str(system) for system in conditions.index[conditions < 2]]
 
 
+def _fit_warnings(caught: list[warnings.WarningMessage]) -> list[str]:
+    """The distinct messages statsmodels warned with during a fit (boundary, Hessian, convergence ...)."""
+    ignored = (DeprecationWarning, FutureWarning, PendingDeprecationWarning)
+    messages = [str(w.message).strip() for w in caught
+                if "statsmodels" in (w.filename or "") and not issubclass(w.category, ignored)]
+    return list(dict.fromkeys(message for message in messages if message))
+
+
 def _fit_mixed(model_spec: Any) -> tuple[Any, str]:
     """REML fit. statsmodels' default BFGS (and often L-BFGS) stalls on crossed
-    variance components; derivative-free Powell converges reliably and fast here."""
+    variance components; derivative-free Powell converges reliably and fast here.
+
+    Every warning of the fit reaches the note: a boundary fit (a variance
+    component at zero, a Hessian that is not positive definite) is as much a
+    caveat as a convergence problem.
+    """
     for method in ("powell", "lbfgs"):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             result = model_spec.fit(reml=True, method=method)
-        troubled = any("converge" in str(warning.message).lower() for warning in caught)
-        if result.converged and not troubled:
+        messages = _fit_warnings(caught)
+        if result.converged and not messages:
             return result, ""
-    return result, "optimizer reported convergence problems"
+    if not result.converged:
+        messages = ["optimizer reported convergence problems", *messages]
+    return result, "fit warnings: " + "; ".join(messages)
+
+
+#: A variance component below this share of the residual variance is on the boundary (zero).
+BOUNDARY_SHARE = 1e-6
+
+
+def _boundary_note(names: list[str], components: Any, residual: float) -> str:
+    """A boundary (singular) fit, as lme4 calls it: a variance component estimated at zero.
+
+    Its Hessian is then not positive definite and the SEs of the fixed effects
+    are unreliable; optimizers often report convergence all the same.
+    """
+    at_zero = [name for name, value in zip(names, np.asarray(components, dtype=float))
+               if not value > BOUNDARY_SHARE * float(residual)]
+    if not at_zero:
+        return ""
+    return ("boundary (singular) fit: var(" + "), var(".join(at_zero) + ") estimated at zero; "
+            "fixed-effect SEs are unreliable")
+
+
+#: Largest |gradient| of the ordinal model's log-likelihood accepted as converged.
+ORDINAL_GRADIENT_TOLERANCE = 1e-3
+
+
+def _largest_gradient(model_spec: Any, params: pd.Series) -> float:
+    return float(np.max(np.abs(model_spec.score(np.asarray(params)))))
 
 
 def mixed_model(
@@ -155,7 +196,7 @@ def mixed_model(
     model_spec = smf.mixedlm(formula, frame, groups="group", re_formula="0",
                              vc_formula={"participant": "0 + C(participant_id)", "item": "0 + C(response_id)"})
     result, fit_note = _fit_mixed(model_spec)
-    note = _join_notes(note, fit_note)
+    note = _join_notes(note, fit_note, _boundary_note(model_spec.exog_vc.names, result.vcomp, result.scale))
     table = _coefficient_table(result.fe_params, result.bse_fe, frame, note)
     variances = pd.DataFrame({
         "term": [f"var({name})" for name in model_spec.exog_vc.names] + ["var(residual)"],
@@ -223,9 +264,21 @@ def ordinal_model(
             # Complete separation (a term predicts the ratings perfectly) leaves the Hessian singular.
             problem = "singular information matrix (a term separates the ratings perfectly?): no estimates"
             return _note_frame(MODEL_COLUMNS, _join_notes(note, problem))
-    converged = result.mle_retvals.get("converged", True)
-    if not converged or any("converge" in str(warning.message).lower() for warning in caught):
-        note = _join_notes(note, "optimizer reported convergence problems")
+    gradient = _largest_gradient(model_spec, result.params)
+    if gradient > ORDINAL_GRADIENT_TOLERANCE:
+        # BFGS stops on a scaled criterion that a large frame meets early; Newton steps finish the job.
+        with warnings.catch_warnings(record=True) as polishing:
+            warnings.simplefilter("always")
+            polished = model_spec.fit(start_params=np.asarray(result.params), method="newton", disp=False,
+                                      maxiter=50, cov_type="cluster", cov_kwds={"groups": clusters})
+        polished_gradient = _largest_gradient(model_spec, polished.params)
+        if polished_gradient < gradient:
+            result, gradient, caught = polished, polished_gradient, polishing
+    messages = _fit_warnings(caught)
+    if gradient > ORDINAL_GRADIENT_TOLERANCE:
+        messages = [f"not converged: largest log-likelihood gradient {gradient:.3g}", *messages]
+    if messages:
+        note = _join_notes(note, "fit warnings: " + "; ".join(messages))
     n_cuts = len(levels) - 1
     names = list(result.params.index)
     thresholds = [f"cut {labels[0]}/{labels[1]}"] + [
