@@ -229,8 +229,18 @@ class _Sink:
         return out
 
 
-def csv_bytes(lines: Iterator[list[str]], *, rows_per_chunk: int = 2000) -> Iterator[bytes]:
-    """Encode CSV rows lazily, a chunk of rows at a time (for streaming responses)."""
+# Excel on Windows reads a CSV as the local code page unless it starts with this mark.
+UTF8_BOM = "\ufeff".encode("utf-8")
+
+
+def csv_bytes(lines: Iterator[list[str]], *, rows_per_chunk: int = 2000, excel: bool = False) -> Iterator[bytes]:
+    """Encode CSV rows lazily, a chunk of rows at a time (for streaming responses).
+
+    ``excel`` starts the bytes with the UTF-8 byte order mark, so that Excel shows
+    non-ASCII text (accents, Chinese) as it is.
+    """
+    if excel:
+        yield UTF8_BOM
     sink = _Sink()
     writer = csv.writer(sink)
     for count, line in enumerate(lines, start=1):

@@ -140,8 +140,10 @@ def import_data(request: HttpRequest, slug: str) -> HttpResponse:
     }, status=status)
 
 
-def _csv_response(lines, filename: str) -> StreamingHttpResponse:
-    response = StreamingHttpResponse(exports.csv_bytes(lines), content_type="text/csv; charset=utf-8")
+def _csv_response(request: HttpRequest, lines, filename: str) -> StreamingHttpResponse:
+    """A streamed CSV download; ``?excel=1`` gives the variant with a UTF-8 byte order mark for Excel."""
+    excel = request.GET.get("excel") == "1"
+    response = StreamingHttpResponse(exports.csv_bytes(lines, excel=excel), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
     return response
 
@@ -168,7 +170,7 @@ def export_download(request: HttpRequest, slug: str, name: str) -> HttpResponse:
         header = next(lines)
     except exports.ExportUnavailable as exc:
         return render(request, "researcher/export_unavailable.html", {"study": study, "reason": str(exc)}, status=404)
-    return _csv_response(_prepend(header, lines), exports.EXPORTS[name].filename)
+    return _csv_response(request, _prepend(header, lines), exports.EXPORTS[name].filename)
 
 
 def _prepend(first, rest):
@@ -195,7 +197,7 @@ def table_csv(request: HttpRequest, slug: str, run_id: int, name: str) -> HttpRe
     frame = selectors.result_table_frame(run=run, name=name)
     if frame is None:
         raise Http404("No such table")
-    return _csv_response(_frame_lines(frame), f"{name}.csv")
+    return _csv_response(request, _frame_lines(frame), f"{name}.csv")
 
 
 @login_required
@@ -209,7 +211,7 @@ def figure_csv(request: HttpRequest, slug: str, run_id: int, key: str) -> HttpRe
         raise Http404("No such figure")
     if key.startswith("map_"):
         frame = frame[frame["scenario"] == key.removeprefix("map_")]
-    return _csv_response(_frame_lines(frame), f"{key}.csv")
+    return _csv_response(request, _frame_lines(frame), f"{key}.csv")
 
 
 def _frame_lines(frame):
@@ -292,4 +294,4 @@ def metrics_table_csv(request: HttpRequest, slug: str, run_id: int, name: str) -
     tables = selectors.metrics_tables(run=run)
     if name not in tables:
         raise Http404("No such table")
-    return _csv_response(_frame_lines(tables[name][0]), f"metrics_{name}.csv")
+    return _csv_response(request, _frame_lines(tables[name][0]), f"metrics_{name}.csv")

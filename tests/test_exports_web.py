@@ -81,3 +81,22 @@ def test_everything_zip_holds_the_paper_files_and_a_codebook_and_every_csv_parse
             assert all((name, column) in described for column in rows[0]), name
     for name in ("participants.csv", "ratings.csv", "filter_flow.csv"):
         assert not any(described[(name, c)].startswith("see docs") for c in tables[name][0]), name
+
+
+def test_every_csv_download_has_an_excel_variant_with_a_utf8_byte_order_mark(client, owner, filled, quick_stats):
+    from analysis.exports import UTF8_BOM
+
+    run = finished_run(filled)
+    Participant.objects.filter(study=filled).update(gender="Femme (née à Zürich)")
+    client.force_login(owner)
+    page = client.get(f"/studies/{filled.slug}/exports/").content.decode()
+    assert f'/studies/{filled.slug}/exports/participants.csv?excel=1"' in page
+    for path in (f"/studies/{filled.slug}/exports/participants.csv", f"/studies/{filled.slug}/runs/{run.pk}/tables/win_table.csv"):
+        plain, excel = response_bytes(client.get(path)), response_bytes(client.get(path + "?excel=1"))
+        assert not plain.startswith(UTF8_BOM) and excel == UTF8_BOM + plain, path
+    assert "Femme (née à Zürich)" in excel_text(client.get(f"/studies/{filled.slug}/exports/participants.csv?excel=1"))
+
+
+def excel_text(response) -> str:
+    # What Excel does with the mark: read the bytes as UTF-8 ("utf-8-sig" drops the mark).
+    return response_bytes(response).decode("utf-8-sig")
