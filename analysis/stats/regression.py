@@ -277,6 +277,9 @@ def ordinal_model(
     messages = _fit_warnings(caught)
     if gradient > ORDINAL_GRADIENT_TOLERANCE:
         messages = [f"not converged: largest log-likelihood gradient {gradient:.3g}", *messages]
+    else:
+        # Convergence is judged by the gradient itself; an optimizer's own stopping complaint is moot.
+        messages = [m for m in messages if "converge" not in m.lower()]
     if messages:
         note = _join_notes(note, "fit warnings: " + "; ".join(messages))
     n_cuts = len(levels) - 1
