@@ -16,7 +16,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import generics, status
 from rest_framework.exceptions import APIException, NotFound
-from rest_framework.parsers import FormParser, MultiPartParser
+from rest_framework.parsers import MultiPartParser
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -146,6 +146,7 @@ def _table_body(table: ResultTable, *, level: str | None, orient: str) -> dict:
 class RunTableDetail(APIView):
     """One result table as ``{name, columns, rows}`` (or records), optionally one level only."""
 
+    query_serializer = TableQuerySerializer
     schema = ApiAutoSchema()
 
     @extend_schema(parameters=[TableQuerySerializer], responses={200: ResultTableSerializer, 409: ErrorSerializer})
@@ -263,7 +264,7 @@ _IMPORT_PROBLEMS = OpenApiResponse(
 class ResponsesImport(_ThrottlePosts, APIView):
     """Import participants.csv + ratings.csv (DESIGN 3.1): all or nothing."""
 
-    parser_classes = [MultiPartParser, FormParser]
+    parser_classes = [MultiPartParser]  # files: a url-encoded form cannot carry them
     schema = ApiAutoSchema()
 
     @extend_schema(request={"multipart/form-data": ResponsesImportSerializer},
@@ -284,7 +285,7 @@ class ResponsesImport(_ThrottlePosts, APIView):
 class GoldImport(_ThrottlePosts, APIView):
     """Import gold.csv (``response_id, gold_score``); existing scores are replaced."""
 
-    parser_classes = [MultiPartParser, FormParser]
+    parser_classes = [MultiPartParser]  # files: a url-encoded form cannot carry them
     schema = ApiAutoSchema()
 
     @extend_schema(request={"multipart/form-data": GoldImportSerializer},

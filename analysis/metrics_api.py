@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
+from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from surveys.access import study_for_user
+from surveys.api import ApiAutoSchema, ErrorSerializer
 
 from . import metrics_run, runs, selectors
 from .metrics import ENCODER_NAME, MetricsUnavailable
@@ -29,7 +31,8 @@ class MetricsRunSerializer(serializers.ModelSerializer):
 
 class PredictRequestSerializer(serializers.Serializer):
     texts = serializers.ListField(
-        child=serializers.CharField(max_length=metrics_run.MAX_PREDICT_CHARS),
+        # A text is scored as written: spaces are not trimmed away.
+        child=serializers.CharField(min_length=1, max_length=metrics_run.MAX_PREDICT_CHARS, trim_whitespace=False),
         min_length=1, max_length=metrics_run.MAX_PREDICT_TEXTS,
     )
 
@@ -42,8 +45,18 @@ class PredictionSerializer(serializers.Serializer):
     cv_rmse = serializers.FloatField()
 
 
+class PredictResponseSerializer(serializers.Serializer):
+    metrics_run = serializers.IntegerField(help_text="the metrics run whose predictor scored the texts")
+    encoder = serializers.CharField()
+    cv_spearman = serializers.FloatField(allow_null=True)
+    baseline_cv_mae = serializers.FloatField(allow_null=True)
+    predictions = PredictionSerializer(many=True)
+
+
 class MetricsRuns(APIView):
-    """GET: the latest metrics run of the study. POST: start a new one (202; runs as a Celery task)."""
+    """GET: the latest metrics run of the study (404 when none). POST: start a new one (202; runs as a Celery task)."""
+
+    schema = ApiAutoSchema()
 
     @extend_schema(responses={200: MetricsRunSerializer})
     def get(self, request: Request, slug: str) -> Response:
@@ -72,7 +85,13 @@ class Predict(APIView):
     lacks the optional metrics stack.
     """
 
-    @extend_schema(request=PredictRequestSerializer, responses={200: PredictionSerializer(many=True)})
+    parser_classes = [JSONParser]  # a list of texts: a form would lose empty and repeated ones' order and type
+    schema = ApiAutoSchema()
+
+    @extend_schema(request=PredictRequestSerializer,
+                   responses={200: PredictResponseSerializer,
+                              409: OpenApiResponse(ErrorSerializer, description="no predictor fitted for the study yet"),
+                              503: OpenApiResponse(ErrorSerializer, description="no metrics stack on this server")})
     def post(self, request: Request, slug: str) -> Response:
         study = study_for_user(request.user, slug)
         payload = PredictRequestSerializer(data=request.data)

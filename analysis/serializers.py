@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from django.urls import reverse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from analysis.forms import MAX_UPLOAD_BYTES
 from analysis.models import AnalysisRun
+from surveys.serializers import QuerySerializer
 
 LEVELS = ("participant", "rating")
 
@@ -50,7 +53,7 @@ class ResultTableSummarySerializer(serializers.Serializer):
     url = serializers.CharField()
 
 
-class TableQuerySerializer(serializers.Serializer):
+class TableQuerySerializer(QuerySerializer):
     level = serializers.ChoiceField(
         choices=LEVELS, required=False,
         help_text="keep only rows of this level (tables with a level column; others are returned whole)",
@@ -82,7 +85,12 @@ class ExportSerializer(serializers.Serializer):
     url = serializers.CharField()
 
 
+@extend_schema_field(OpenApiTypes.BINARY)  # an uploaded file (a multipart part), not the URL a FileField reads as
 class _CsvUploadField(serializers.FileField):
+    def __init__(self, **kwargs):
+        # An empty file is the importer's to report, with the other content problems.
+        super().__init__(allow_empty_file=True, **kwargs)
+
     def to_internal_value(self, data):
         upload = super().to_internal_value(data)
         if upload.size > MAX_UPLOAD_BYTES:

@@ -291,6 +291,8 @@ SPECTACULAR_SETTINGS = {
         "RunStatusEnum": "analysis.models.AnalysisRun.Status",
         "ParticipantStatusEnum": "surveys.models.Participant.Status",
     },
+    # Django's slug converter (a study's slug in the URL); anything else matches no URL (404).
+    "PATH_CONVERTER_OVERRIDES": {"slug": {"type": "string", "pattern": "^[-a-zA-Z0-9_]+$"}},
 }
 
 # Sign-in and API throttle counters live in the default cache, so it must be one

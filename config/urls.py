@@ -23,5 +23,8 @@ urlpatterns = [
     path("", include("surveys.urls")),
 ]
 
+# Each answers JSON {"detail": ...} under /api/ and the HTML page elsewhere.
 handler400 = "web.errors.bad_request"
+handler403 = "web.errors.permission_denied"
+handler404 = "web.errors.page_not_found"
 handler500 = "web.errors.server_error"

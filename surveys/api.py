@@ -8,6 +8,7 @@ from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import generics, serializers, status
+from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -32,15 +33,21 @@ class ApiAutoSchema(AutoSchema):
     """Documents the error responses every endpoint can give besides its own.
 
     403: not signed in (session or token); 404: a study or run one may not see
-    (never 403, so existence is not revealed); 429: throttled; 400: invalid
-    input, as ``{"field": ["message"]}``, for writes and validated query strings.
+    (never 403, so existence is not revealed), or a page number out of range;
+    429: throttled; 400: invalid input, as ``{"field": ["message"]}``, for
+    writes and validated query strings.
     """
 
     def _get_response_bodies(self, direction="response"):
         responses = super()._get_response_bodies(direction)
         errors = {"403": ("Not signed in", ErrorSerializer), "429": ("Too many requests", ErrorSerializer)}
+        not_found = []
         if "{" in self.path:
-            errors["404"] = ("No such object, or not visible to you", ErrorSerializer)
+            not_found.append("No such object, or not visible to you")
+        if self._is_list_view() and self._get_paginator() is not None:
+            not_found.append('a page that is not a number or is past the last one ("Invalid page.")')
+        if not_found:
+            errors["404"] = ("; or ".join(not_found), ErrorSerializer)
         if self.method == "POST" or getattr(self.view, "query_serializer", None):
             errors["400"] = ("Invalid input: field -> list of messages", OpenApiTypes.OBJECT)
         for code, (description, body) in errors.items():
@@ -80,6 +87,7 @@ class StudyDetail(generics.RetrieveAPIView):
 class StudyLoad(APIView):
     """Create or update a study from a definition (same rules as ``load_study``)."""
 
+    parser_classes = [JSONParser]  # the definition is a JSON object, which no form field can carry
     schema = ApiAutoSchema()
 
     @extend_schema(request=DefinitionUploadSerializer,
@@ -112,7 +120,7 @@ def _slug_taken(slug: str) -> bool:
 def _filters(serializer_class, request: Request) -> dict:
     query = serializer_class(data=request.query_params)
     query.is_valid(raise_exception=True)
-    return {key: value for key, value in query.validated_data.items() if value not in ("", None)}
+    return dict(query.validated_data)
 
 
 @extend_schema(parameters=[ParticipantFilterSerializer])

@@ -26,7 +26,7 @@ class StudyDetailSerializer(StudySerializer):
 
 
 class DefinitionUploadSerializer(serializers.Serializer):
-    definition = serializers.JSONField(help_text="a study definition (docs/study-definition.md)")
+    definition = serializers.DictField(help_text="a study definition (docs/study-definition.md), as a JSON object")
 
 
 class ParticipantSerializer(serializers.ModelSerializer):
@@ -54,14 +54,32 @@ class RatingRowSerializer(serializers.Serializer):
                                                                          "submission; null if either is missing")
 
 
-class ParticipantFilterSerializer(serializers.Serializer):
+class QuerySerializer(serializers.Serializer):
+    """The parameters of a query string. An empty one (``?dimension=``) is refused
+    (400), as the schema's minLength says: DRF reads an empty form value of an
+    optional field as "not given", which would silently drop the filter. Text
+    filters match exactly (``trim_whitespace=False``): a value of spaces is a
+    value, matching nothing, not an empty one."""
+
+    def to_internal_value(self, data):
+        blank = {
+            name: [serializers.CharField.default_error_messages["blank"]]
+            for name, field in self.fields.items()
+            if hasattr(data, "getlist") and "" in data.getlist(name) and not getattr(field, "allow_blank", False)
+        }
+        if blank:
+            raise serializers.ValidationError(blank)
+        return super().to_internal_value(data)
+
+
+class ParticipantFilterSerializer(QuerySerializer):
     status = serializers.ChoiceField(choices=Participant.Status.choices, required=False)
-    participant_id = serializers.CharField(required=False, max_length=64, help_text="a pseudonym")
+    participant_id = serializers.CharField(required=False, max_length=64, trim_whitespace=False, help_text="a pseudonym")
 
 
 class RatingFilterSerializer(ParticipantFilterSerializer):
     status = serializers.ChoiceField(choices=Participant.Status.choices, required=False,
                                      help_text="the participant's status")
-    block_id = serializers.CharField(required=False, max_length=limits.KEY)
-    response_id = serializers.CharField(required=False, max_length=limits.ITEM_KEY)
-    dimension = serializers.CharField(required=False, max_length=limits.KEY)
+    block_id = serializers.CharField(required=False, max_length=limits.KEY, trim_whitespace=False)
+    response_id = serializers.CharField(required=False, max_length=limits.ITEM_KEY, trim_whitespace=False)
+    dimension = serializers.CharField(required=False, max_length=limits.KEY, trim_whitespace=False)

@@ -35,6 +35,8 @@ class Expect:
     statuses: dict[str, int | tuple[int, str]]
     method: str = "GET"
     data: dict = field(default_factory=dict)
+    # POST the data as JSON (endpoints that accept nothing else answer a form with 415).
+    json: bool = False
     # Requests that change the visitor's survey session use a copy of the visitor.
     throwaway: bool = False
 
@@ -45,10 +47,10 @@ def researcher_page(path: str, *, owner: int = 200, method: str = "GET") -> Expe
                          "staff": owner}, method=method)
 
 
-def api_endpoint(path: str, *, owner: int = 200, other: int = 404, method: str = "GET") -> Expect:
+def api_endpoint(path: str, *, owner: int = 200, other: int = 404, method: str = "GET", json: bool = False) -> Expect:
     """An API endpoint: 403 without credentials, 404 for a study one may not see."""
     return Expect(path, {"anonymous": 403, "participant": 403, "other": other, "owner": owner, "staff": owner},
-                  method=method)
+                  method=method, json=json)
 
 
 def public(path: str, status: int = 200, **overrides: int | tuple[int, str]) -> Expect:
@@ -75,7 +77,7 @@ EXPECTED: dict[str, Expect] = {
     "api-docs": public("/api/docs/"),
     # API
     "api-study-list": api_endpoint("/api/studies/", other=200),
-    "api-study-load": api_endpoint("/api/studies/load/", method="POST", owner=400, other=400),
+    "api-study-load": api_endpoint("/api/studies/load/", method="POST", owner=400, other=400, json=True),
     "api-study-detail": api_endpoint(A + "/"),
     "api-participants": api_endpoint(A + "/participants/"),
     "api-ratings": api_endpoint(A + "/ratings/"),
@@ -90,7 +92,7 @@ EXPECTED: dict[str, Expect] = {
     "api-import-responses": api_endpoint(A + "/imports/responses/", method="POST", owner=400),
     "api-import-gold": api_endpoint(A + "/imports/gold/", method="POST", owner=400),
     "api-metrics-runs": api_endpoint(A + "/metrics/", owner=404),
-    "api-predict": api_endpoint(A + "/predict/", method="POST", owner=400),
+    "api-predict": api_endpoint(A + "/predict/", method="POST", owner=400, json=True),
     # researcher pages
     "researcher:study_list": Expect("/studies/", {"anonymous": (302, LOGIN), "participant": (302, LOGIN),
                                                  "other": 200, "owner": 200, "staff": 200}),
@@ -184,6 +186,8 @@ def matches(actual: tuple[int, str], expected: int | tuple[int, str], values: di
 
 def request(client: Client, expect: Expect, values: dict[str, str]):
     url = fill(expect.path, values)
+    if expect.method == "POST" and expect.json:
+        return client.post(url, expect.data, content_type="application/json")
     if expect.method == "POST":
         return client.post(url, expect.data)
     return client.get(url)

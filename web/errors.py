@@ -1,4 +1,6 @@
-"""A database outage answers a fast "please retry" page (503), never a 500."""
+"""Error answers: a database outage answers a fast "please retry" page (503), never a 500;
+under /api/ every error Django itself answers (an unmatched URL, a server error...) is
+JSON ``{"detail": ...}`` like the API's own errors, never an HTML page."""
 
 from __future__ import annotations
 
@@ -8,9 +10,11 @@ from collections.abc import Callable
 
 from django.contrib.sessions.exceptions import SessionInterrupted
 from django.db import DatabaseError, InterfaceError, OperationalError, connections
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.loader import render_to_string
 from django.views.defaults import bad_request as django_bad_request
+from django.views.defaults import page_not_found as django_page_not_found
+from django.views.defaults import permission_denied as django_permission_denied
 from django.views.defaults import server_error as django_server_error
 
 logger = logging.getLogger(__name__)
@@ -26,16 +30,18 @@ class DatabaseUnavailableMiddleware:
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         if not isinstance(exception, (OperationalError, InterfaceError)) or not _is_connection_failure(exception):
             return None
-        return please_retry(exception)
+        return please_retry(exception, request=request)
 
 
-def please_retry(exception: Exception) -> HttpResponse:
+def please_retry(exception: Exception, *, request: HttpRequest | None = None) -> HttpResponse:
     logger.warning("database unavailable: %s", exception.__class__.__name__)
     for connection in connections.all(initialized_only=True):
         # Drop the broken connection so the next request reconnects.
         connection.close_if_unusable_or_obsolete()
-    body = render_to_string("503.html", request=None)
-    response = HttpResponse(body, status=503)
+    if _is_api(request):
+        response = _api_error("The database is unavailable; retry in a few seconds.", status=503)
+    else:
+        response = HttpResponse(render_to_string("503.html", request=None), status=503)
     response["Retry-After"] = "5"
     return response
 
@@ -45,8 +51,25 @@ def server_error(request: HttpRequest) -> HttpResponse:
     after the response, in SessionMiddleware) also answers "please retry"."""
     exception = sys.exc_info()[1]
     if isinstance(exception, (OperationalError, InterfaceError)) and _is_connection_failure(exception):
-        return please_retry(exception)
+        return please_retry(exception, request=request)
+    if _is_api(request):
+        return _api_error("Server error.", status=500)
     return django_server_error(request)
+
+
+def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """handler404: a path under /api/ that matches no endpoint (e.g. ``runs/abc/``
+    where the run id must be a number) is a JSON 404 as the endpoints' own."""
+    if _is_api(request):
+        return _api_error("Not found.", status=404)
+    return django_page_not_found(request, exception)
+
+
+def permission_denied(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """handler403: JSON under /api/ (e.g. a CSRF failure of a session-signed request)."""
+    if _is_api(request):
+        return _api_error("You do not have permission to perform this action.", status=403)
+    return django_permission_denied(request, exception)
 
 
 def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
@@ -57,8 +80,18 @@ def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
     if isinstance(exception, SessionInterrupted):
         failure = _connection_failure_behind(exception)
         if failure is not None:
-            return please_retry(failure)
+            return please_retry(failure, request=request)
+    if _is_api(request):
+        return _api_error("Bad request.", status=400)
     return django_bad_request(request, exception)
+
+
+def _is_api(request: HttpRequest | None) -> bool:
+    return request is not None and request.path_info.startswith("/api/")
+
+
+def _api_error(detail: str, *, status: int) -> JsonResponse:
+    return JsonResponse({"detail": detail}, status=status)
 
 
 def _connection_failure_behind(exception: BaseException) -> DatabaseError | None:
