@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from django.urls import reverse
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -85,11 +84,11 @@ class ExportSerializer(serializers.Serializer):
     url = serializers.CharField()
 
 
-@extend_schema_field(OpenApiTypes.BINARY)  # an uploaded file (a multipart part), not the URL a FileField reads as
+# An uploaded file (a multipart part), not the URL a FileField reads as; an empty one is refused.
+@extend_schema_field({"type": "string", "format": "binary", "minLength": 1})
 class _CsvUploadField(serializers.FileField):
     def __init__(self, **kwargs):
-        # An empty file is the importer's to report, with the other content problems.
-        super().__init__(allow_empty_file=True, **kwargs)
+        super().__init__(allow_empty_file=False, **kwargs)
 
     def to_internal_value(self, data):
         upload = super().to_internal_value(data)
