@@ -167,12 +167,20 @@ def _production_env(**extra) -> dict[str, str]:
     return env
 
 
-def test_check_deploy_is_clean_but_for_the_documented_hsts_preload_warning():
+def _deploy_check_ids(env: dict[str, str]) -> set[str]:
     result = subprocess.run([sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
-                            cwd=ROOT, env=_production_env(), capture_output=True, text=True)
-    found = set(re.findall(r"\(([a-z_.]+\.[WE]\d+)\)", result.stdout + result.stderr))
+                            cwd=ROOT, env=env, capture_output=True, text=True)
+    return set(re.findall(r"\(([a-z_.]+\.[WE]\d+)\)", result.stdout + result.stderr))
+
+
+def test_check_deploy_is_clean_but_for_the_documented_hsts_preload_warning():
     # W021: HSTS preload is opt-in (SECURE_HSTS_PRELOAD) -- docs/launch.md says why.
-    assert found <= {"security.W021"}, result.stdout + result.stderr
+    assert _deploy_check_ids(_production_env(CELERY_BROKER_URL="redis://127.0.0.1:6379/0")) <= {"security.W021"}
+
+
+def test_check_deploy_warns_that_without_a_broker_runs_happen_inside_web_requests():
+    env = {k: v for k, v in _production_env().items() if k != "CELERY_BROKER_URL"}
+    assert "analysis.W001" in _deploy_check_ids(env)
 
 
 @pytest.mark.slow
