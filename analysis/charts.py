@@ -81,7 +81,12 @@ def rating_means_by_scenario(descriptives: pd.DataFrame, *, dimension: str | Non
     labels = scenario_labels or {}
     titles = [labels.get(s) or str(s) for s in scenarios]
     y_range = rating_axis_range(table, scale=scale)
-    figure = make_subplots(rows=len(scenarios), cols=1, subplot_titles=titles, shared_xaxes=False, vertical_spacing=0.07)
+    # Pixels: room between panels for the system names, which plotly turns upright on a phone.
+    panel, gap, top, bottom = 240, 170, 110, 170
+    height = len(scenarios) * panel + (len(scenarios) - 1) * gap + top + bottom
+    plot_height = height - top - bottom
+    figure = make_subplots(rows=len(scenarios), cols=1, subplot_titles=titles, shared_xaxes=False,
+                           vertical_spacing=gap / plot_height)
     for row, scenario in enumerate(scenarios, start=1):
         panel = table[table["scenario"] == scenario]
         for condition in panel["condition"].unique():
@@ -91,8 +96,10 @@ def rating_means_by_scenario(descriptives: pd.DataFrame, *, dimension: str | Non
                            showlegend=row == 1, marker_color=CONDITION_COLOURS.get(condition)),
                 row=row, col=1,
             )
-    figure.update_layout(barmode="group", height=320 * len(scenarios), title="Mean rating (95% CI) by system and condition",
-                         margin={"t": 90}, legend={"orientation": "h", "y": 1, "yanchor": "bottom", "x": 0})
+    # The legend sits between the title and the first panel's title, above both and over neither.
+    figure.update_layout(barmode="group", height=height, title="Mean rating (95% CI) by system and condition",
+                         margin={"t": top, "b": bottom},
+                         legend={"orientation": "h", "y": 1 + 28 / plot_height, "yanchor": "bottom", "x": 0})
     figure.update_yaxes(title_text="mean rating", range=y_range)
     return _plain(figure)
 
