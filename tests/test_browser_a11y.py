@@ -422,6 +422,20 @@ def test_the_results_page_has_no_serious_axe_violation_and_its_charts_fit_a_phon
         assert page.locator("#fig-rating_means [data-title='Download plot as a png']").count() == 0
         if viewport is PHONE:
             _no_horizontal_scroll(page)
+            # The exclusion flow scrolls inside its own box on the dashboard; the page does not.
+            page.goto(f"{live_server.url}/studies/{filled.slug}/")
+            page.wait_for_selector("#chart-positions svg.main-svg")
+            page.screenshot(path=str(tmp_path / "dashboard-375.png"), full_page=True)
+            _no_horizontal_scroll(page)
+            assert not audit(page, "dashboard-375")
+            # The heatmap shows observed - expected on a scale centred on 0, at least +-2 wide.
+            heatmap = page.evaluate("() => document.getElementById('chart-positions').data[0]")
+            assert heatmap["zmid"] == 0 and heatmap["zmin"] == -heatmap["zmax"] and heatmap["zmax"] >= 2
+            for row, custom in zip(heatmap["z"], heatmap["customdata"]):
+                for deviation, (observed, expected) in zip(row, custom):
+                    assert deviation == pytest.approx(observed - expected, abs=1e-3)
+            page.goto(f"{live_server.url}/studies/{filled.slug}/runs/{run.pk}/")
+            page.wait_for_selector("#fig-rating_means svg.main-svg")
             # The mode bar sits above the plot area, not over it.
             bar = page.locator("#fig-rating_means .modebar").bounding_box()
             plot = page.locator("#fig-rating_means svg.main-svg").first.bounding_box()

@@ -45,14 +45,16 @@
     }
     var observed = grid("n"), expected = grid("expected");
     Plotly.react("chart-positions", [{ type: "heatmap", x: positions.map(function (p) { return "position " + p; }),
-      y: items, z: grid("deviation"), zmid: 0, zmin: -limit, zmax: limit, colorscale: "RdBu", reversescale: true,
+      y: items, z: grid("deviation"), zmid: 0, zmin: -limit, zmax: limit,
+      // ColorBrewer RdBu: near-white at 0, so a cell off by a fraction of a showing stays pale.
+      colorscale: [[0, "#b2182b"], [0.25, "#ef8a62"], [0.5, "#f7f7f7"], [0.75, "#67a9cf"], [1, "#2166ac"]],
       customdata: items.map(function (it, i) {
         return positions.map(function (p, j) { return [observed[i][j], expected[i][j]]; });
       }),
       colorbar: { title: { text: "observed −<br>expected" } },
       hovertemplate: "%{y} at %{x}<br>observed %{customdata[0]}<br>expected %{customdata[1]:.1f}" +
         "<br>deviation %{z:+.1f}<extra></extra>" }],
-      { title: { text: "Item x display position: shown minus expected (counterbalancing)" },
+      { title: { text: "Counterbalancing: shown − expected" },
         height: Math.max(300, items.length * 9 + 80), margin: { t: 40, l: 70 } }, cfg);
   }
 
