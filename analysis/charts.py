@@ -8,6 +8,7 @@ can render to PNG/SVG.
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import pandas as pd
@@ -35,30 +36,71 @@ def _empty(title: str, message: str) -> dict[str, Any]:
     return _plain(figure)
 
 
-def rating_means_by_scenario(descriptives: pd.DataFrame, *, dimension: str | None = None) -> dict[str, Any]:
-    """The paper's Figure 2: one panel per scenario, ZS vs FT vs reference per system, means annotated."""
+def rating_axis_range(table: pd.DataFrame, *, scale: tuple[float, float] | None = None) -> list[float]:
+    """The y range of a chart of mean ratings: the rating scale, so bars start at its bottom, not at 0.
+
+    ``scale`` is the study's (lowest point, highest point); without it the scale is read from the table,
+    widened to whole points around every mean and interval. The top grows past the scale only when a
+    t-based interval does (small n), so no error bar is cut off.
+    """
+    values = pd.concat([table[c] for c in ("mean", "ci_low", "ci_high") if c in table]).dropna()
+    if scale is None:
+        scale = (math.floor(values.min()), math.ceil(values.max()))
+    low, high = float(scale[0]), float(scale[1])
+    return [low, max(high, float(values.max()))]
+
+
+def _mean_bars(part: pd.DataFrame, *, bottom: float, **bar: Any) -> go.Bar:
+    """Bars that rise from the scale's bottom to each mean, the 95% CI as error bars.
+
+    The mean is written inside the bar at its base, away from the error bar, and never clipped.
+    """
+    return go.Bar(
+        x=part[bar.pop("x_column")].astype(str), y=part["mean"] - bottom, base=bottom, customdata=part["mean"],
+        text=part["mean"].map(lambda m: f"{m:.2f}"), textposition="inside", insidetextanchor="start",
+        textangle=0, cliponaxis=False, hovertemplate="%{x}: mean %{customdata:.2f}<extra>%{fullData.name}</extra>",
+        error_y={"type": "data", "symmetric": False, "array": part["ci_high"] - part["mean"],
+                 "arrayminus": part["mean"] - part["ci_low"]},
+        **bar,
+    )
+
+
+def rating_means_by_scenario(descriptives: pd.DataFrame, *, dimension: str | None = None,
+                             scale: tuple[float, float] | None = None,
+                             scenario_labels: dict[str, str] | None = None) -> dict[str, Any]:
+    """The paper's Figure 2: one panel per scenario, ZS vs FT vs reference per system, means annotated.
+
+    Panels are titled with the scenario's label (``scenario_labels``: key -> label), the key when it has none.
+    """
     table = descriptives.dropna(subset=["mean"])
     if dimension is not None and "dimension" in table:
         table = table[table["dimension"] == dimension]
     if table.empty:
         return _empty("Mean rating by system and condition", "No ratings to show yet.")
     scenarios = sorted(table["scenario"].unique())
-    figure = make_subplots(rows=len(scenarios), cols=1, subplot_titles=scenarios, shared_xaxes=False, vertical_spacing=0.07)
+    labels = scenario_labels or {}
+    titles = [labels.get(s) or str(s) for s in scenarios]
+    y_range = rating_axis_range(table, scale=scale)
+    # Pixels: room between panels for the system names, which plotly turns upright on a phone.
+    panel, gap, top, bottom = 240, 170, 110, 170
+    height = len(scenarios) * panel + (len(scenarios) - 1) * gap + top + bottom
+    plot_height = height - top - bottom
+    figure = make_subplots(rows=len(scenarios), cols=1, subplot_titles=titles, shared_xaxes=False,
+                           vertical_spacing=gap / plot_height)
     for row, scenario in enumerate(scenarios, start=1):
         panel = table[table["scenario"] == scenario]
         for condition in panel["condition"].unique():
             part = panel[panel["condition"] == condition]
             figure.add_trace(
-                go.Bar(
-                    x=part["model"], y=part["mean"], name=condition, legendgroup=condition, showlegend=row == 1,
-                    marker_color=CONDITION_COLOURS.get(condition), text=part["mean"].round(2), textposition="outside",
-                    error_y={"type": "data", "symmetric": False, "array": part["ci_high"] - part["mean"],
-                             "arrayminus": part["mean"] - part["ci_low"]},
-                ),
+                _mean_bars(part, bottom=y_range[0], x_column="model", name=condition, legendgroup=condition,
+                           showlegend=row == 1, marker_color=CONDITION_COLOURS.get(condition)),
                 row=row, col=1,
             )
-    figure.update_layout(barmode="group", height=320 * len(scenarios), title="Mean rating (95% CI) by system and condition")
-    figure.update_yaxes(title_text="mean rating")
+    # The legend sits between the title and the first panel's title, above both and over neither.
+    figure.update_layout(barmode="group", height=height, title="Mean rating (95% CI) by system and condition",
+                         margin={"t": top, "b": bottom},
+                         legend={"orientation": "h", "y": 1 + 28 / plot_height, "yanchor": "bottom", "x": 0})
+    figure.update_yaxes(title_text="mean rating", range=y_range)
     return _plain(figure)
 
 
@@ -125,19 +167,25 @@ def regional_map(region_means: pd.DataFrame, *, scenario: str, level: str = "par
     return _plain(figure)
 
 
-def position_bias_chart(position_bias: pd.DataFrame) -> dict[str, Any]:
+def position_bias_chart(position_bias: pd.DataFrame, *, scale: tuple[float, float] | None = None) -> dict[str, Any]:
     table = position_bias.dropna(subset=["mean"])
     if table.empty:
         return _empty("Mean rating by display position", "No ratings yet.")
     p_value = table["p"].dropna()
     subtitle = f" (flatness test p = {p_value.iloc[0]:.3g})" if not p_value.empty else ""
-    figure = go.Figure(
-        go.Bar(x=table["position"].astype(str), y=table["mean"],
-               error_y={"type": "data", "symmetric": False, "array": table["ci_high"] - table["mean"],
-                        "arrayminus": table["mean"] - table["ci_low"]})
-    )
-    figure.update_layout(title="Mean rating by display position" + subtitle, xaxis_title="position", yaxis_title="mean rating", height=360)
+    y_range = rating_axis_range(table, scale=scale)
+    figure = go.Figure(_mean_bars(table, bottom=y_range[0], x_column="position", name="mean rating",
+                                  marker_color=CONDITION_COLOURS["zero-shot"]))
+    figure.update_layout(title="Mean rating (95% CI) by display position" + subtitle, xaxis_title="position",
+                         yaxis_title="mean rating", yaxis_range=y_range, height=360)
     return _plain(figure)
+
+
+def strength_title(method: str | None) -> str:
+    """A sentence from the table's ``method`` ("<model>, <interval>"), e.g.
+    "Plackett-Luce (MM) strength (log worth) per system, 95% CI by percentile bootstrap over participants"."""
+    model, _, interval = (method or "Plackett-Luce").partition(", ")
+    return f"{model} strength (log worth) per system, 95% CI" + (f" by {interval}" if interval else "")
 
 
 def strength_chart(bradley_terry: pd.DataFrame) -> dict[str, Any]:
@@ -151,8 +199,8 @@ def strength_chart(bradley_terry: pd.DataFrame) -> dict[str, Any]:
                    error_x={"type": "data", "symmetric": False, "array": table["ci_high"] - table["strength"],
                             "arrayminus": table["strength"] - table["ci_low"]})
     )
-    method = table["method"].iloc[0] if "method" in table else "Plackett-Luce"
-    figure.update_layout(title=f"{method} strength (log worth, bootstrap 95% CI)", height=140 + 22 * len(table),
+    method = table["method"].dropna().iloc[0] if "method" in table and table["method"].notna().any() else None
+    figure.update_layout(title=strength_title(method), height=140 + 22 * len(table),
                          xaxis_title="strength", margin={"l": 260})
     return _plain(figure)
 
@@ -162,26 +210,30 @@ def _region_maps(region_means: pd.DataFrame) -> dict[str, dict[str, Any]]:
             for scenario in sorted(region_means["scenario"].dropna().unique())}
 
 
-# Figure key (as declared in analysis.registry) -> the function drawing it from its table.
+# Figure key (as declared in analysis.registry) -> the function drawing it from its table and the study's
+# context (``scale``: the rating scale's (lowest, highest) point; ``scenario_labels``: scenario key -> label).
 # A key ending in "_" draws several figures, keyed by that prefix.
 DRAWERS = {
-    "rating_means": lambda table: {"rating_means": rating_means_by_scenario(table)},
-    "win_grid": lambda table: {"win_grid": win_grid(table)},
-    "map_": _region_maps,
-    "position_bias": lambda table: {"position_bias": position_bias_chart(table)},
-    "strength": lambda table: {"strength": strength_chart(table)},
+    "rating_means": lambda table, **context: {"rating_means": rating_means_by_scenario(table, **context)},
+    "win_grid": lambda table, **context: {"win_grid": win_grid(table)},
+    "map_": lambda table, **context: _region_maps(table),
+    "position_bias": lambda table, **context: {"position_bias": position_bias_chart(table, scale=context.get("scale"))},
+    "strength": lambda table, **context: {"strength": strength_chart(table)},
 }
 
 
-def results_figures(tables: dict[str, pd.DataFrame], figure_sources: list[tuple[str, str]]) -> dict[str, dict[str, Any]]:
+def results_figures(tables: dict[str, pd.DataFrame], figure_sources: list[tuple[str, str]], *,
+                    scale: tuple[float, float] | None = None,
+                    scenario_labels: dict[str, str] | None = None) -> dict[str, dict[str, Any]]:
     """Every figure the results page shows, keyed by a stable id.
 
     ``figure_sources`` lists (figure key, table name) in page order (the registry's ``figure_sources()``).
+    ``scale`` and ``scenario_labels`` come from the study (the charts stay free of the database).
     """
     figures: dict[str, dict[str, Any]] = {}
     for key, table_name in figure_sources:
         if table_name in tables:
-            figures.update(DRAWERS[key](tables[table_name]))
+            figures.update(DRAWERS[key](tables[table_name], scale=scale, scenario_labels=scenario_labels))
     return figures
 
 
@@ -223,6 +275,6 @@ def metrics_figures(tables: dict[str, pd.DataFrame]) -> dict[str, dict[str, Any]
 
 
 __all__ = [
-    "rating_means_by_scenario", "win_grid", "regional_map", "position_bias_chart", "strength_chart",
-    "results_figures", "metric_scatter", "metrics_figures", "REGIONS",
+    "rating_axis_range", "rating_means_by_scenario", "win_grid", "regional_map", "position_bias_chart",
+    "strength_chart", "strength_title", "results_figures", "metric_scatter", "metrics_figures", "REGIONS",
 ]

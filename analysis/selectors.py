@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pandas as pd
-from django.db.models import QuerySet
+from django.db.models import Max, Min, QuerySet
 
 from analysis.models import AnalysisRun, MetricsRun, MetricsTable, ParticipantResult, ResultTable
 from surveys.models import Study
@@ -103,3 +103,14 @@ def metrics_tables(*, run: MetricsRun) -> dict[str, tuple[pd.DataFrame, str]]:
         table.name: (pd.DataFrame(table.rows, columns=table.columns), table.note)
         for table in MetricsTable.objects.filter(run=run, run__status=MetricsRun.Status.DONE)
     }
+
+
+def study_rating_scale(*, study: Study) -> tuple[int, int] | None:
+    """The lowest and highest point over the study's rating dimensions, for the charts' y axes."""
+    bounds = study.dimensions.aggregate(low=Min("scale_min"), high=Max("scale_max"))
+    return None if bounds["low"] is None else (bounds["low"], bounds["high"])
+
+
+def scenario_labels_of(*, study: Study) -> dict[str, str]:
+    """Scenario key -> its label (the key when the label is blank), for the charts' panel titles."""
+    return {key: label or key for key, label in study.scenarios.values_list("key", "label")}

@@ -66,14 +66,35 @@ def attention_summary(study: Study) -> dict[str, int]:
 
 
 def position_coverage(study: Study) -> list[dict[str, Any]]:
-    """How often each item was shown at each position (is counterbalancing holding?)."""
-    rows = (
+    """How often each item was shown at each position (is counterbalancing holding?).
+
+    One row per item and position of its block, zeros included. ``expected`` is what perfect
+    counterbalancing gives: the item's showings spread evenly over its block's positions; ``deviation``
+    is observed minus expected, so the heatmap shows imbalance rather than raw counts, where a
+    difference of one looks as stark as a real skew.
+    """
+    rows = list(
         ItemPlacement.objects.filter(visit__participant__study=study, visit__participant__is_preview=False)
         .values("item__key", "item__block__key", "position")
         .annotate(n=Count("id"))
         .order_by("item__block__order", "item__option", "position")
     )
-    return [{"item": r["item__key"], "block": r["item__block__key"], "position": r["position"], "n": r["n"]} for r in rows]
+    positions: dict[str, set[int]] = {}
+    counts: dict[str, dict[int, int]] = {}
+    blocks: dict[str, str] = {}
+    for r in rows:
+        positions.setdefault(r["item__block__key"], set()).add(r["position"])
+        counts.setdefault(r["item__key"], {})[r["position"]] = r["n"]
+        blocks[r["item__key"]] = r["item__block__key"]
+    coverage = []
+    for item, by_position in counts.items():  # insertion order: the query's block and option order
+        block_positions = sorted(positions[blocks[item]])
+        expected = sum(by_position.values()) / len(block_positions)
+        for position in block_positions:
+            n = by_position.get(position, 0)
+            coverage.append({"item": item, "block": blocks[item], "position": position, "n": n,
+                             "expected": round(expected, 3), "deviation": round(n - expected, 3)})
+    return coverage
 
 
 def block_coverage(study: Study) -> list[dict[str, Any]]:

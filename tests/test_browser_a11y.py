@@ -384,3 +384,60 @@ def test_a_block_page_is_light_and_paints_fast_on_fast_3g(browser, live_server, 
     assert timing["fcp"] < 1000
     page.context.close()
 
+
+
+# --- the researcher's chart pages -------------------------------------------------------------
+
+
+def test_the_results_page_has_no_serious_axe_violation_and_its_charts_fit_a_phone(browser, live_server, filled, owner,
+                                                                                 monkeypatch, tmp_path):
+    from tests.support.researcher import PASSWORD, QUICK_ANALYSES, finished_run, narrow_analyses
+
+    # Every figure kind of the page: rating bars, win grid, maps, position bias.
+    narrow_analyses(monkeypatch, (*QUICK_ANALYSES, "position_bias"))
+    run = finished_run(filled)
+    for viewport in (PHONE, {"width": 1280, "height": 900}):
+        page = new_page(browser, viewport=viewport)
+        page.goto(f"{live_server.url}/accounts/login/")
+        page.fill("input[name=username]", "owner")
+        page.fill("input[name=password]", PASSWORD)
+        page.click("button[type=submit], input[type=submit]")
+        page.goto(f"{live_server.url}/studies/{filled.slug}/runs/{run.pk}/")
+        page.wait_for_selector("#fig-position_bias svg.main-svg")
+        page.wait_for_selector("#fig-rating_means .modebar-container", state="attached")
+        name = f"results-{viewport['width']}"
+        page.locator("#fig-rating_means svg.main-svg").first.hover(position={"x": 60, "y": 150})
+        page.screenshot(path=str(tmp_path / f"{name}.png"), full_page=True)
+        blocking = audit(page, name)
+        assert not [line for line in blocking if "nested-interactive" in line], blocking
+        assert not blocking, blocking
+        # The rating charts' y axis is the rating scale, read by plotly from our figure.
+        y_range = page.evaluate("() => document.getElementById('fig-rating_means').layout.yaxis.range")
+        dimensions = list(filled.dimensions.all())
+        assert y_range[0] == min(d.scale_min for d in dimensions)
+        # One download per format under each figure, each named for its format.
+        labels = page.locator("#fig-rating_means + figcaption .download").all_inner_texts()
+        formats = ["Data (CSV)", "Image (PNG)", "Vector (SVG)"]
+        assert len(labels) == len(formats) and all(label.endswith(f) for label, f in zip(labels, formats)), labels
+        assert page.locator("#fig-rating_means [data-title='Download plot as a png']").count() == 0
+        if viewport is PHONE:
+            _no_horizontal_scroll(page)
+            # The exclusion flow scrolls inside its own box on the dashboard; the page does not.
+            page.goto(f"{live_server.url}/studies/{filled.slug}/")
+            page.wait_for_selector("#chart-positions svg.main-svg")
+            page.screenshot(path=str(tmp_path / "dashboard-375.png"), full_page=True)
+            _no_horizontal_scroll(page)
+            assert not audit(page, "dashboard-375")
+            # The heatmap shows observed - expected on a scale centred on 0, at least +-2 wide.
+            heatmap = page.evaluate("() => document.getElementById('chart-positions').data[0]")
+            assert heatmap["zmid"] == 0 and heatmap["zmin"] == -heatmap["zmax"] and heatmap["zmax"] >= 2
+            for row, custom in zip(heatmap["z"], heatmap["customdata"]):
+                for deviation, (observed, expected) in zip(row, custom):
+                    assert deviation == pytest.approx(observed - expected, abs=1e-3)
+            page.goto(f"{live_server.url}/studies/{filled.slug}/runs/{run.pk}/")
+            page.wait_for_selector("#fig-rating_means svg.main-svg")
+            # The mode bar sits above the plot area, not over it.
+            bar = page.locator("#fig-rating_means .modebar").bounding_box()
+            plot = page.locator("#fig-rating_means svg.main-svg").first.bounding_box()
+            assert bar["y"] + bar["height"] <= plot["y"] + 1, (bar, plot)
+        page.context.close()

@@ -26,19 +26,36 @@
       { title: { text: "Completions per hour" }, margin: { t: 40, r: 10 }, height: 260 }, cfg);
     Plotly.react("chart-durations", [{ type: "histogram", x: data.durations.minutes, nbinsx: 20 }],
       { title: { text: "Minutes to complete" }, margin: { t: 40, r: 10 }, height: 260 }, cfg);
+    // Counterbalancing: observed - expected per item and position, on a diverging scale centred on 0
+    // whose range is at least +-2, so being off by one is a pale cell, not a stark stripe.
     var cov = data.position_coverage || [];
-    var items = [], positions = [], z = {};
+    var items = [], positions = [], cells = {};
     cov.forEach(function (r) {
       if (items.indexOf(r.item) < 0) { items.push(r.item); }
       if (positions.indexOf(r.position) < 0) { positions.push(r.position); }
-      z[r.item + "|" + r.position] = r.n;
+      cells[r.item + "|" + r.position] = r;
     });
     positions.sort(function (a, b) { return a - b; });
+    var limit = 2;
+    cov.forEach(function (r) { limit = Math.max(limit, Math.abs(r.deviation)); });
+    function grid(field) {
+      return items.map(function (it) {
+        return positions.map(function (p) { var c = cells[it + "|" + p]; return c ? c[field] : null; });
+      });
+    }
+    var observed = grid("n"), expected = grid("expected");
     Plotly.react("chart-positions", [{ type: "heatmap", x: positions.map(function (p) { return "position " + p; }),
-      y: items, z: items.map(function (it) { return positions.map(function (p) { return z[it + "|" + p] || 0; }); }),
-      colorscale: "Blues" }],
-      { title: { text: "Item x display position (counterbalancing)" }, height: Math.max(300, items.length * 9 + 80),
-        margin: { t: 40, l: 70 } }, cfg);
+      y: items, z: grid("deviation"), zmid: 0, zmin: -limit, zmax: limit,
+      // ColorBrewer RdBu: near-white at 0, so a cell off by a fraction of a showing stays pale.
+      colorscale: [[0, "#b2182b"], [0.25, "#ef8a62"], [0.5, "#f7f7f7"], [0.75, "#67a9cf"], [1, "#2166ac"]],
+      customdata: items.map(function (it, i) {
+        return positions.map(function (p, j) { return [observed[i][j], expected[i][j]]; });
+      }),
+      colorbar: { title: { text: "observed −<br>expected" } },
+      hovertemplate: "%{y} at %{x}<br>observed %{customdata[0]}<br>expected %{customdata[1]:.1f}" +
+        "<br>deviation %{z:+.1f}<extra></extra>" }],
+      { title: { text: "Counterbalancing: shown − expected" },
+        height: Math.max(300, items.length * 9 + 80), margin: { t: 40, l: 70 } }, cfg);
   }
 
   function render(data) {
