@@ -127,6 +127,10 @@ _RATINGS: dict[str, Column] = {
                           ">= 1"),
     "seconds_on_block": Column("seconds from first showing the block to its submission", NUMBER,
                                ">= 0; blank when the block was never submitted"),
+    "rank_changed": Column("whether the participant's final ranking of the block differs from the order the "
+                           "responses were shown in (some response's rank is not its position); rankings start "
+                           "unranked, so false means the shown order was confirmed", BOOLEAN,
+                           "true, false; blank when ranking is off or the block has no ranks"),
     "dimension": Column("rating dimension (key of the rating scale); present only when the study rates more than "
                         "one dimension", TEXT, "the study's dimension keys"),
 }

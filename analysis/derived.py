@@ -19,6 +19,13 @@ frames and never compute them again, so they cannot disagree.
     Seconds from the block's first showing (``shown_at``) to its submission
     (``submitted_at``); NaN (blank in CSV, null in the API) when either is
     missing: a block shown but never submitted, or not shown yet.
+``rank_changed``
+    Per block visit: True when the participant's final ranking differs from
+    the order shown (some response of the visit has ``rank != position``),
+    False when it equals it, NA (blank in CSV, null in the API) when the
+    visit has no ranks (ranking off, or the block not answered). Rankings
+    start unranked (the page fills in nothing), so False is a deliberate
+    "keep this order", not an untouched default.
 ``attention_passed``
     Live participants: True when every instructed check they answered
     passed, False when any failed, NA (blank) when they answered none.
@@ -72,6 +79,24 @@ def seconds_on_block(microseconds: np.ndarray, timed: np.ndarray) -> np.ndarray:
     array([45.5,  nan])
     """
     return np.where(np.asarray(timed, dtype=bool), np.asarray(microseconds, dtype=np.int64) / 1e6, np.nan)
+
+
+def rank_changed(visit: np.ndarray, position: np.ndarray, rank: np.ndarray, n_visits: int) -> pd.arrays.BooleanArray:
+    """``rank_changed`` of each of ``n_visits`` visits, from the placements as parallel arrays.
+
+    ``visit`` is the placement's visit as a row number (0 .. n_visits - 1;
+    negative: not one of these visits, ignored), ``rank`` is 0 where the
+    placement has no rank.
+
+    >>> rank_changed(np.array([0, 0, 1, 1, 2, -1]), np.array([1, 2, 1, 2, 1, 1]),
+    ...              np.array([1, 2, 2, 1, 0, 5]), 4).tolist()
+    [False, True, <NA>, <NA>]
+    """
+    visit, position, rank = (np.asarray(a, dtype=np.int64) for a in (visit, position, rank))
+    counted = (visit >= 0) & (rank > 0)
+    ranked = np.bincount(visit[counted], minlength=n_visits)[:n_visits] > 0
+    moved = np.bincount(visit[counted & (rank != position)], minlength=n_visits)[:n_visits] > 0
+    return pd.arrays.BooleanArray(moved, mask=~ranked)
 
 
 def attention_counts(

@@ -105,7 +105,7 @@ def table_rows(name: str) -> Callable[[AnalysisRun], Rows]:
 
 RATINGS_EXPORT_COLUMNS = [
     "participant_id", "block_id", "scenario", "response_id", "model", "condition", "position", "rating", "rank",
-    "block_order", "seconds_on_block",
+    "block_order", "seconds_on_block", "rank_changed",
 ]
 
 
@@ -113,8 +113,8 @@ def ratings_rows(run: AnalysisRun) -> Rows:
     """The cleaned ratings of the run's retained participants: the rows of ``frames.ratings_frame``.
 
     Read from the analysis frame, in its order (participant, block_order,
-    position, dimension), so ``block_order`` and ``seconds_on_block`` are
-    those the analyses use (``analysis.derived``). A best-worst study (no
+    position, dimension), so ``block_order``, ``seconds_on_block`` and
+    ``rank_changed`` are those the analyses use (``analysis.derived``). A best-worst study (no
     rating scale) has one row per response shown in a submitted block, with
     ``rating`` blank. Multi-dimension studies get a trailing ``dimension``
     column. The frame is built for ``_PARTICIPANTS_PER_FRAME`` participants
@@ -141,8 +141,11 @@ _ROWS_PER_CHUNK = 5000
 
 def _cells(column: pd.Series) -> Callable[[slice], list]:
     """A column's export values for a slice of rows: labels, whole numbers (ratings and ranks
-    are integers; NaN -> None) or floats (NaN is written blank)."""
+    are integers; NaN -> None), nullable booleans (NA -> None) or floats (NaN is written blank)."""
     values = column.array
+    if isinstance(values, pd.arrays.BooleanArray):
+        cells = values.to_numpy(dtype=object, na_value=None)
+        return lambda at: cells[at].tolist()
     if isinstance(values, pd.Categorical):
         labels = np.append(np.asarray(values.categories, dtype=object), None)  # code -1 -> None
         codes = values.codes

@@ -6,15 +6,16 @@ frames, so their column names are a contract (DESIGN 2; docs/quality.md):
 ``ratings_frame``
     one row per rating of a non-preview participant (live or imported):
     participant_id, block_id, scenario, response_id, model, condition,
-    dimension, position, rating, rank, block_order, seconds_on_block, best, worst.
+    dimension, position, rating, rank, block_order, seconds_on_block, best, worst,
+    rank_changed.
 ``participants_frame``
     one row per non-preview participant (see ``PARTICIPANT_COLUMNS``).
 ``gold_frame``
     response_id, gold_score.
 ``visits_frame``
-    one row per block visit, with its block_order and seconds_on_block.
+    one row per block visit, with its block_order, seconds_on_block and rank_changed.
 
-The derived columns (block_order, seconds_on_block, attention_passed) are
+The derived columns (block_order, seconds_on_block, rank_changed, attention_passed) are
 defined in ``analysis.derived``; the exports and the API read them from
 these frames.
 
@@ -46,7 +47,7 @@ from surveys.models import Block, BlockVisit, Dimension, Item, ItemPlacement, Pa
 
 RATING_COLUMNS = [
     "participant_id", "block_id", "scenario", "response_id", "model", "condition", "dimension",
-    "position", "rating", "rank", "block_order", "seconds_on_block", "best", "worst",
+    "position", "rating", "rank", "block_order", "seconds_on_block", "best", "worst", "rank_changed",
 ]
 PARTICIPANT_COLUMNS = [
     "participant_id", "external_id", "status", "started_at", "finished_at", "attention_passed",
@@ -173,12 +174,18 @@ def _visit_query(study_id: int, participant_ids: Sequence[int] | None = None) ->
     )
 
 
-VISIT_COLUMNS = ["visit", "participant", "block", "sequence", "submitted", "block_order", "seconds_on_block"]
+VISIT_COLUMNS = [
+    "visit", "participant", "block", "sequence", "submitted", "block_order", "seconds_on_block", "rank_changed",
+]
 
 
-def _visits(rows: np.ndarray) -> pd.DataFrame:
-    """The visit rows in id order, with their derived columns (``analysis.derived``)."""
+def _visits(rows: np.ndarray, placements: np.ndarray) -> pd.DataFrame:
+    """The visit rows in id order, with their derived columns (``analysis.derived``).
+
+    ``placements`` are ``_placement_query`` rows of (at least) these visits: the ranks they hold.
+    """
     rows = rows[np.argsort(rows[:, 0], kind="stable")]
+    visit_of_placement = _positions(rows[:, 0], placements[:, 1])
     return pd.DataFrame(
         {
             "visit": rows[:, 0],
@@ -188,6 +195,7 @@ def _visits(rows: np.ndarray) -> pd.DataFrame:
             "submitted": rows[:, 6] == 1,
             "block_order": derived.block_order(rows[:, 1], rows[:, 3]),
             "seconds_on_block": derived.seconds_on_block(rows[:, 5], rows[:, 4] == 1),
+            "rank_changed": derived.rank_changed(visit_of_placement, placements[:, 3], placements[:, 4], len(rows)),
         },
         columns=VISIT_COLUMNS,
     )
@@ -197,13 +205,17 @@ def visits_frame(study_id: int, *, participant_ids: Sequence[int] | None = None)
     """One row per block visit of the study's non-preview participants (or of ``participant_ids``).
 
     Columns: visit, participant (database ids), block (id), sequence,
-    submitted, block_order, seconds_on_block; the last two as in
-    ``ratings_frame``, for readers that need them for a few visits only
+    submitted, block_order, seconds_on_block, rank_changed; the last three as
+    in ``ratings_frame``, for readers that need them for a few visits only
     (the API's pages of ratings).
     """
     if participant_ids is not None and not len(participant_ids):
-        return _visits(np.zeros((0, 7), dtype=np.int64))  # an empty IN () is no query at all
-    return _visits(_int_rows(_visit_query(study_id, participant_ids), 7))
+        # An empty IN () is no query at all.
+        return _visits(np.zeros((0, 7), dtype=np.int64), np.zeros((0, 6), dtype=np.int64))
+    who = None if participant_ids is None else list(participant_ids)
+    item_ids = list(Item.objects.filter(study_id=study_id).values_list("id", flat=True))
+    visit_rows, placement_rows = _read_at_once([(_visit_query(study_id, who), 7), (_placement_query(item_ids, who), 6)])
+    return _visits(visit_rows, placement_rows)
 
 
 def _choice_code(field: str) -> Case:
@@ -291,7 +303,7 @@ def ratings_frame(study_id: int, *, participant_ids: Sequence[int] | None = None
     if are_ratings:
         queries.append((_rating_query(dimension_ids.tolist(), who), 3))
     visit_rows, placement_rows, *rating_rows = _read_at_once(queries)
-    visits = _visits(visit_rows)
+    visits = _visits(visit_rows, placement_rows)
     placement_at, visit_at, rating_at = _answers(visits, placement_rows, rating_rows[0] if are_ratings else None)
     if not len(placement_at):
         return _empty_ratings_frame()
@@ -338,6 +350,7 @@ def ratings_frame(study_id: int, *, participant_ids: Sequence[int] | None = None
             "seconds_on_block": visits["seconds_on_block"].to_numpy()[visit_at],
             "best": choice == 1,
             "worst": choice == 2,
+            "rank_changed": visits["rank_changed"].array[visit_at],
         }
     )
 
@@ -360,7 +373,7 @@ def _row_order(keys: list[np.ndarray]) -> np.ndarray:
 def _empty_ratings_frame() -> pd.DataFrame:
     frame = pd.DataFrame({name: pd.Categorical([]) for name in RATING_COLUMNS[:7]})
     for name, dtype in (("position", "int64"), ("rating", float), ("rank", float), ("block_order", "int64"),
-                        ("seconds_on_block", float), ("best", bool), ("worst", bool)):
+                        ("seconds_on_block", float), ("best", bool), ("worst", bool), ("rank_changed", "boolean")):
         frame[name] = pd.Series([], dtype=dtype)
     return frame
 

@@ -52,13 +52,18 @@ class QualityResult:
 def participant_metrics(
     ratings: pd.DataFrame, participants: pd.DataFrame, gold: pd.DataFrame, thresholds: Thresholds
 ) -> pd.DataFrame:
-    """Per participant (index ``participant_id``): duration_minutes, sd, mae, fast_share.
+    """Per participant (index ``participant_id``): duration_minutes, sd, mae, fast_share,
+    unchanged_rank_share.
 
     ``sd`` uses ddof=1 over all the participant's ratings (every dimension);
     ``mae`` averages |rating - gold| over the rated items that have a gold
     score (NaN if none); ``fast_share`` is the share of the participant's
     answered blocks with ``seconds_on_block < fast_block_seconds`` (NaN if
-    no block was answered). Participants without ratings get NaN.
+    no block was answered); ``unchanged_rank_share`` is the share of the
+    participant's ranked blocks (``rank_changed`` not NA) whose ranking is the
+    order shown (``rank_changed`` False; NaN without a ranked block). It is a
+    metric for the researcher, not a rule: no participant is excluded by it.
+    Participants without ratings get NaN.
     """
     index = pd.Index(participants["participant_id"].astype(object), name="participant_id")
     # Group by integer codes: turning 1.2 million categorical ids into objects
@@ -85,6 +90,8 @@ def participant_metrics(
     is_fast = pd.Series(seconds[blocks] < thresholds["fast_block_seconds"])
     fast_share = is_fast.groupby(codes[blocks], sort=False).mean()
 
+    unchanged_rank_share = _unchanged_rank_share(ratings, codes, block_codes, len(block_keys))
+
     def by_id(per_code: pd.Series) -> np.ndarray:
         return pd.Series(per_code.to_numpy(), index=ids[per_code.index]).reindex(index).to_numpy(dtype=float)
 
@@ -94,9 +101,27 @@ def participant_metrics(
             "sd": by_id(sd),
             "mae": by_id(mae),
             "fast_share": by_id(fast_share),
+            "unchanged_rank_share": by_id(unchanged_rank_share),
         },
         index=index,
     )
+
+
+def _unchanged_rank_share(ratings: pd.DataFrame, codes: np.ndarray, block_codes: np.ndarray,
+                          n_blocks: int) -> pd.Series:
+    """Per participant code: the share of ranked blocks whose ranking kept the order shown.
+
+    ``rank_changed`` is one value per block visit, repeated on each of its rows: one row per
+    (participant, block) counts. Frames without the column (made by hand) have no ranked block.
+    """
+    if "rank_changed" not in ratings:
+        return pd.Series(dtype=float)
+    changed = pd.array(ratings["rank_changed"], dtype="boolean")
+    ranked = np.flatnonzero(~changed.isna() & (codes >= 0))
+    participant_block = codes[ranked].astype(np.int64) * (n_blocks + 1) + block_codes[ranked]
+    blocks = ranked[~pd.Series(participant_block).duplicated().to_numpy()]
+    kept = pd.Series(~changed[blocks].to_numpy(dtype=bool))
+    return kept.groupby(codes[blocks], sort=False).mean()
 
 
 def participant_table(

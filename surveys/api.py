@@ -155,7 +155,7 @@ _RATING_FILTERS = {
 class RatingList(generics.ListAPIView):
     """Every rating of the study, one row per response and dimension, paginated.
 
-    ``block_order`` and ``seconds_on_block`` are those of the analyses and of
+    ``block_order``, ``seconds_on_block`` and ``rank_changed`` are those of the analyses and of
     ratings.csv (``analysis.derived``): read for the page's visits from
     ``analysis.frames.visits_frame``, never counted here.
     """
@@ -192,7 +192,7 @@ class RatingList(generics.ListAPIView):
 
 
 def _with_visit_columns(rows: list[dict], *, study_id: int) -> list[dict]:
-    """The rows with their visit's block_order and seconds_on_block (the database ids dropped)."""
+    """The rows with their visit's block_order, seconds_on_block and rank_changed (the database ids dropped)."""
     visit_ids = [row.pop("visit") for row in rows]
     participant_ids = sorted({row.pop("participant") for row in rows})
     visits = visits_frame(study_id, participant_ids=participant_ids)
@@ -201,6 +201,8 @@ def _with_visit_columns(rows: list[dict], *, study_id: int) -> list[dict]:
     assert (at >= 0).all(), "a rating whose visit is not among its participant's block visits"
     orders = visits["block_order"].to_numpy()[at].tolist()
     seconds = visits["seconds_on_block"].to_numpy()[at].tolist()
-    for row, order, second in zip(rows, orders, seconds):
+    changed = visits["rank_changed"].array[at].to_numpy(dtype=object, na_value=None).tolist()
+    for row, order, second, moved in zip(rows, orders, seconds, changed):
         row["block_order"], row["seconds_on_block"] = order, None if second != second else second
+        row["rank_changed"] = moved
     return rows

@@ -52,6 +52,8 @@ class RatingRowSerializer(serializers.Serializer):
                                                      "attention checks not counted)")
     seconds_on_block = serializers.FloatField(allow_null=True, help_text="seconds from showing the block to its "
                                                                          "submission; null if either is missing")
+    rank_changed = serializers.BooleanField(allow_null=True, help_text="the block's final ranking differs from the "
+                                                                       "order shown; null when the block has no ranks")
 
 
 class QuerySerializer(serializers.Serializer):

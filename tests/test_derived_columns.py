@@ -1,4 +1,4 @@
-"""block_order, seconds_on_block and attention_passed: one definition (analysis.derived), read the
+"""block_order, seconds_on_block, rank_changed and attention_passed: one definition (analysis.derived), read the
 same by the analysis frames, the exports and the API, checked against the stored rows themselves."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 from analysis.frames import participants_frame, ratings_frame
 from analysis.importers import gold_import, responses_import
 from analysis.models import ParticipantResult
-from surveys.models import BlockVisit, Participant
+from surveys.models import BlockVisit, ItemPlacement, Participant
 from tests.support.quality_data import live_participants_create, planted_files, planted_population
 from tests.support.researcher import fill_with_bots, finished_run
 
@@ -47,6 +47,21 @@ def _truth(study) -> dict[tuple[str, str], tuple[int, float | None]]:
     return truth
 
 
+def _rank_truth(study) -> dict[tuple[str, str], bool | None]:
+    """(pseudonym, block key) -> rank_changed, read here from the placements: None without ranks."""
+    truth = {}
+    placements = ItemPlacement.objects.filter(
+        visit__participant__study=study, visit__participant__is_preview=False, visit__block__isnull=False,
+    ).values_list("visit__participant__pseudonym", "visit__block__key", "position", "rank")
+    for pseudonym, block, position, rank in placements:
+        key = (pseudonym, block)
+        if rank is not None:
+            truth[key] = truth.get(key) is True or rank != position
+        else:
+            truth.setdefault(key, None)
+    return truth
+
+
 def _checks_between_blocks(study) -> set[str]:
     """Pseudonyms of participants who completed the study and saw an attention check between two blocks."""
     found = set()
@@ -67,15 +82,21 @@ def _nan_none(value) -> float | None:
 
 
 @pytest.mark.parametrize("fixture", ["tide", "counselor", "most_least"])
-def test_the_api_ratings_csv_and_the_frame_agree_on_block_order_and_seconds(request, fixture, owner, owner_api,
-                                                                            quick_stats):
+def test_the_api_ratings_csv_and_the_frame_agree_on_block_order_seconds_and_rank_changed(
+        request, fixture, owner, owner_api, quick_stats):
     study = request.getfixturevalue(fixture)
     study.owners.add(owner)
     fill_with_bots(study, 12, seed=3)
     run = finished_run(study)
-    truth = _truth(study)
+    truth, ranks = _truth(study), _rank_truth(study)
     frame = ratings_frame(study.pk)
     assert len(frame)
+    changed = [None if value is pd.NA else bool(value) for value in frame["rank_changed"]]
+    if study.ranking_enabled:  # the bots rank both ways: some keep the order shown, most do not
+        assert set(changed) == {True, False}
+    else:
+        assert set(changed) == {None}
+    assert changed == [ranks[(row.participant_id, row.block_id)] for row in frame.itertuples()]
 
     # The analysis frame: every row carries its block's order and time.
     for row in frame.itertuples():
@@ -96,6 +117,8 @@ def test_the_api_ratings_csv_and_the_frame_agree_on_block_order_and_seconds(requ
         assert row["rating"] == ("" if np.isnan(frame_row.rating) else str(int(frame_row.rating)))
         assert row["rank"] == ("" if np.isnan(frame_row.rank) else str(int(frame_row.rank)))
         assert row.get("dimension", frame_row.dimension) == frame_row.dimension
+        assert row["rank_changed"] == {None: "", True: "true", False: "false"}[
+            ranks[(frame_row.participant_id, frame_row.block_id)]]
     assert ("dimension" in exported[0]) == (study.dimensions.count() > 1)
 
     # The API: every rating (retained or not) with the same two columns.
@@ -103,6 +126,7 @@ def test_the_api_ratings_csv_and_the_frame_agree_on_block_order_and_seconds(requ
     assert len(listed) == int(frame["rating"].notna().sum())  # a best-worst study has no ratings to list
     for row in listed:
         assert (row["block_order"], row["seconds_on_block"]) == truth[(row["participant_id"], row["block_id"])]
+        assert row["rank_changed"] == ranks[(row["participant_id"], row["block_id"])]
 
     # The case that used to differ: a check between two blocks does not count as a block.
     with_checks = _checks_between_blocks(study)
@@ -121,7 +145,8 @@ def test_a_best_worst_study_exports_the_rows_of_its_frame(most_least, owner, own
     exported = _csv(owner_api.get(f"/api/studies/{most_least.slug}/exports/ratings.csv"))
     assert exported and all(row["rating"] == "" and row["rank"] == "" for row in exported)
     assert list(exported[0]) == ["participant_id", "block_id", "scenario", "response_id", "model", "condition",
-                                 "position", "rating", "rank", "block_order", "seconds_on_block"]
+                                 "position", "rating", "rank", "block_order", "seconds_on_block", "rank_changed"]
+    assert all(row["rank_changed"] == "" for row in exported)  # no ranking, so no rank to change
     # Every response shown in a submitted block, five per block.
     per_block = pd.DataFrame(exported).groupby(["participant_id", "block_id"]).size()
     assert set(per_block) == {5}

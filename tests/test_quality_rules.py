@@ -194,3 +194,20 @@ def test_an_imported_participant_who_finished_without_a_single_rating_is_incompl
     by_id = result.set_index("participant_id")
     assert by_id.loc["empty", "excluded_by"] == "incomplete" and not by_id.loc["empty", "payable"]
     assert by_id.loc["rated", "excluded_by"] == "" and by_id.loc["rated", "payable"]
+
+
+def test_unchanged_rank_share_counts_ranked_blocks_that_kept_the_order_shown_and_excludes_no_one():
+    # a: three ranked blocks, two kept as shown (two rows each: rank_changed is per block);
+    # b: ranking off (NA); c: one ranked block, moved.
+    rows = [("a", "b1", "r1", 3.0, 20.0), ("a", "b1", "r2", 4.0, 20.0), ("a", "b2", "r3", 2.0, 20.0),
+            ("a", "b2", "r4", 5.0, 20.0), ("a", "b3", "r5", 1.0, 20.0), ("b", "b1", "r1", 3.0, 20.0),
+            ("c", "b1", "r1", 4.0, 20.0)]
+    ratings = ratings_from_rows(rows).assign(
+        rank_changed=pd.array([False, False, True, True, False, None, True], dtype="boolean"))
+    people = participants_from_rows([{"participant_id": p, "blocks_answered": 3, "blocks_assigned": 3}
+                                     for p in "abc"])
+    table = table_for(ratings, people, gold_from_scores({}))
+    share = table["unchanged_rank_share"]
+    assert share["a"] == pytest.approx(2 / 3) and np.isnan(share["b"]) and share["c"] == 0.0
+    # A metric only: the rules are those of DESIGN, in their order.
+    assert quality.RULES == ("incomplete", "attention", "duration", "speed", "straightlining")
