@@ -305,9 +305,10 @@ class PageForm(forms.Form):
         if self.page.is_check:
             anchors["attention"] = self.attention_control().anchor
         else:
-            for card in self.cards():
-                for control in card.ratings + ([card.rank] if card.rank else []):
-                    anchors[control.name] = control.anchor
+            cards = self.cards()
+            # The ratings sit in the response cards, the ranking below them all: page order.
+            for control in [c for card in cards for c in card.ratings] + [card.rank for card in cards if card.rank]:
+                anchors[control.name] = control.anchor
             for control in self.choice_controls() + self.text_controls():
                 anchors[control.name] = control.anchor
         out = [("page-form", message) for message in self.non_field_errors()]

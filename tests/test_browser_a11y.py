@@ -165,7 +165,7 @@ def test_it_moves_focus_to_an_error_summary_linked_to_the_fields(browser, live_s
     assert outline != "none"
     # Every error is summarised, linked to its field, and described on the field itself.
     links = page.locator("#error-summary a")
-    assert links.count() == 4  # four responses unrated (the script has already filled the ranks)
+    assert links.count() == 9  # four responses unrated, five unranked (rankings start unranked)
     for href in links.evaluate_all("els => els.map(a => a.getAttribute('href'))"):
         assert page.locator(href).count() == 1
     for fieldset in page.locator("fieldset.has-error").all():
@@ -187,6 +187,8 @@ def test_it_ranks_with_the_keyboard_alone_and_announces_each_move(browser, live_
     status = page.locator("[data-rank-status]")
     assert status.get_attribute("aria-live") == "polite"
     assert order() == [1, 2, 3, 4, 5]
+    values = lambda: page.locator("[data-rank-row] select").evaluate_all("els => els.map(s => s.value)")  # noqa: E731
+    assert values() == [""] * 5  # unranked until the first move
 
     tab_to(page, '[data-rank-row][data-number="1"] button[data-move="down"]')
     page.keyboard.press("Enter")

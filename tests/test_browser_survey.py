@@ -11,7 +11,7 @@ import pytest
 
 from surveys.models import BlockVisit, ItemPlacement, Participant, Rating
 from tests.support.browser import (  # noqa: F401  (browser is a fixture)
-    PHONE, back_from_the_panel, browser, new_page, participant_link, stub_the_panel, tab_to,
+    PHONE, back_from_the_panel, browser, new_page, participant_link, start_survey, stub_the_panel, tab_to,
 )
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -38,6 +38,11 @@ def _expected_check_value(page) -> int:
 
 def _rank_order(page) -> list[int]:
     return page.locator("[data-rank-row]").evaluate_all("els => els.map(e => +e.dataset.placement)")
+
+
+def _rank_values(page) -> list[str]:
+    """The rank selects' values in display order ("" = not ranked)."""
+    return page.locator("[data-rank-row] select").evaluate_all("els => els.map(s => s.value)")
 
 
 class Record:
@@ -119,11 +124,14 @@ def test_it_completes_tide_with_a_mouse_and_drag_ranking(browser, live_server, t
                 value = rng.randint(1, 5)
                 page.locator(f'label[for="id-rate-{pid}-empathy-{value}"]').click()
                 record.ratings[pid] = value
+            assert _rank_values(page) == [""] * 5  # the ranking starts unranked
             wanted = list(placements)
             rng.shuffle(wanted)
             for index, pid in enumerate(wanted):
                 if _rank_order(page)[index] != pid:
                     _drag_to(page, pid, index)
+            if wanted == placements:  # nothing to move: the order shown is confirmed
+                page.get_by_role("button", name="Keep this order").click()
             assert _rank_order(page) == wanted
             for rank, pid in enumerate(wanted, start=1):
                 assert page.locator(f"#id-rank-{pid}").input_value() == str(rank)
@@ -218,7 +226,9 @@ def _keyboard_rate(page, pid: int, value: int) -> None:
 
 
 def _keyboard_rank(page, wanted: list[int]) -> None:
-    """Put the rows in the wanted order with the Move up buttons (Space presses)."""
+    """Put the rows in the wanted order with the Move up buttons (Space presses); when the
+    order shown is already the wanted one, confirm it with Keep this order."""
+    moved = False
     for index, pid in enumerate(wanted):
         moves = _rank_order(page).index(pid) - index
         if moves <= 0:
@@ -226,6 +236,10 @@ def _keyboard_rank(page, wanted: list[int]) -> None:
         tab_to(page, f'[data-rank-row][data-placement="{pid}"] button[data-move="up"]')
         for _ in range(moves):
             page.keyboard.press("Space")
+        moved = True
+    if not moved:
+        tab_to(page, "button[data-keep-order]")
+        page.keyboard.press("Enter")
 
 
 def test_it_completes_tide_with_the_keyboard_only(browser, live_server, tide):
@@ -256,11 +270,15 @@ def test_it_completes_tide_with_the_keyboard_only(browser, live_server, tide):
                 value = rng.randint(1, 5)
                 _keyboard_rate(page, pid, value)
                 record.ratings[pid] = value
+            assert _rank_values(page) == [""] * 5  # the ranking starts unranked
             wanted = list(placements)
             rng.shuffle(wanted)
             _keyboard_rank(page, wanted)
             assert _rank_order(page) == wanted
-            assert "is now ranked" in page.locator("[data-rank-status]").inner_text() or wanted == placements
+            assert _rank_values(page) == ["1", "2", "3", "4", "5"]
+            announced = page.locator("[data-rank-status]").inner_text()
+            assert ("is now ranked" in announced) if wanted != placements else announced.startswith(
+                "Ranked in the order shown")
             for rank, pid in enumerate(wanted, start=1):
                 record.ranks[pid] = rank
         tab_to(page, "button.primary")
@@ -279,4 +297,62 @@ def test_it_completes_tide_with_the_keyboard_only(browser, live_server, tide):
     assert page.locator("[data-completion-code]").inner_text() == "C1TIDE7Q"
     participant = record.assert_stored(external_id)
     assert (participant.age, participant.state) == ("60-69", "OH")
+    page.context.close()
+
+
+def test_with_javascript_the_ranking_starts_unranked_and_a_submit_without_ranks_is_refused(browser, live_server,
+                                                                                          tide):
+    page = new_page(browser)
+    participant = start_survey(page, live_server, "ab" * 12)
+    placements, visit_id = _placements(page), _visit_id(page)
+    # Nothing is ranked until the participant acts: the selects are empty and the page says so.
+    assert _rank_values(page) == [""] * 5
+    assert _rank_order(page) == placements
+    assert page.locator("[data-rank-note]").inner_text().startswith("Not ranked yet.")
+    for pid in placements:
+        page.locator(f'label[for="id-rate-{pid}-empathy-4"]').click()
+
+    # Submitting without ranking: one error per response, linked to its select; nothing is saved.
+    page.get_by_role("button", name="Next").click()
+    page.locator("#error-summary").wait_for()
+    assert page.evaluate("document.activeElement.id") == "error-summary"
+    summary = page.locator("#error-summary li").all_inner_texts()
+    assert summary == [f"Please give Response {n} a rank." for n in range(1, 6)]
+    assert _visit_id(page) == visit_id and _rank_values(page) == [""] * 5
+    assert page.locator("[data-rank-note]").inner_text().startswith("Not ranked yet.")
+    assert page.is_checked(f"#id-rate-{placements[0]}-empathy-4")  # the ratings given stay checked
+    assert not ItemPlacement.objects.filter(visit_id=visit_id, rank__isnull=False).exists()
+    assert not Rating.objects.filter(placement__visit_id=visit_id).exists()
+    assert BlockVisit.objects.get(pk=visit_id).submitted_at is None
+
+    # Ranking by keyboard with the buttons (Response 3 up twice), then submitting, saves those ranks.
+    tab_to(page, f'[data-rank-row][data-placement="{placements[2]}"] button[data-move="up"]')
+    page.keyboard.press("Enter")
+    page.keyboard.press("Enter")
+    wanted = [placements[2], placements[0], placements[1], placements[3], placements[4]]
+    assert _rank_order(page) == wanted and _rank_values(page) == ["1", "2", "3", "4", "5"]
+    assert page.locator("[data-rank-status]").inner_text() == "Response 3 is now ranked 1 of 5."
+    assert page.locator("[data-rank-note]").inner_text().startswith("Ranked:")
+    with page.expect_navigation():
+        page.get_by_role("button", name="Next").click()
+    assert _visit_id(page) != visit_id
+    ranks = dict(ItemPlacement.objects.filter(visit_id=visit_id).values_list("pk", "rank"))
+    assert ranks == {pid: rank for rank, pid in enumerate(wanted, start=1)}
+
+    # The next block: the order shown is kept deliberately, with Keep this order.
+    if _kind(page) == "block":
+        shown, next_visit = _placements(page), _visit_id(page)
+        assert _rank_values(page) == [""] * 5
+        for pid in shown:
+            page.locator(f'label[for="id-rate-{pid}-empathy-3"]').click()
+        tab_to(page, "button[data-keep-order]")
+        page.keyboard.press("Enter")
+        assert _rank_values(page) == ["1", "2", "3", "4", "5"]
+        assert page.locator("[data-rank-status]").inner_text() == "Ranked in the order shown: Response 1 first, " \
+                                                                  "Response 5 last."
+        with page.expect_navigation():
+            page.get_by_role("button", name="Next").click()
+        ranks = dict(ItemPlacement.objects.filter(visit_id=next_visit).values_list("pk", "rank"))
+        assert ranks == {pid: rank for rank, pid in enumerate(shown, start=1)}
+    assert participant.visits.filter(submitted_at__isnull=False).count() >= 1
     page.context.close()

@@ -142,6 +142,55 @@ def test_a_rank_given_twice_is_listed_once_naming_the_responses_that_share_it(cl
         assert f'<p class="error-message" id="err-rank-{pid}">' in html
 
 
+def _rank_selects(html: str) -> dict[str, str]:
+    """Each rank select's selected option value ("" = "Choose a rank"), by select id."""
+    out = {}
+    for select_id, body in re.findall(r'<select id="(id-rank-\d+)"[^>]*>(.*?)</select>', html, re.S):
+        chosen = re.findall(r'<option value="([^"]*)" selected>', body)
+        assert len(chosen) == 1, body
+        out[select_id] = chosen[0]
+    return out
+
+
+def test_without_javascript_the_ranking_starts_unranked(client, tide, steps):
+    steps.start(client, tide, PID)
+    response, spec = steps.page(client, tide)
+    selects = _rank_selects(response.content.decode())
+    assert selects == {f"id-rank-{pid}": "" for pid in spec.placements}
+
+
+def test_a_page_without_ranks_is_refused_naming_every_response_after_the_ratings(client, tide, steps):
+    steps.start(client, tide, PID)
+    _, spec = steps.page(client, tide)
+    data = {k: v for k, v in steps.answers(spec).items() if not k.startswith("rank-")}
+    p2 = spec.placements[1]
+    del data[f"rate-{p2}-empathy"]
+    before = _state()
+    response = client.post("/s/tide/page/", data)
+    html = response.content.decode()
+    assert response.status_code == 400
+    assert _state() == before  # no rating, no rank, the visit not submitted
+    summary = re.search(r'<div class="error-summary".*?</div>', html, re.S).group()
+    items = re.findall(r'<li><a href="#([^"]+)">([^<]+)</a></li>', summary)
+    # In page order: the rating in its response card first, then the ranking below the cards.
+    assert items == [(f"id-rate-{p2}-empathy-1", "Please rate Response 2 for perceived empathy.")] + [
+        (f"id-rank-{pid}", f"Please give Response {n} a rank.") for n, pid in enumerate(spec.placements, start=1)
+    ]
+    # Still unranked, each select marked and described by its message; the ratings given stay.
+    assert _rank_selects(html) == {f"id-rank-{pid}": "" for pid in spec.placements}
+    for pid in spec.placements:
+        assert f'<p class="error-message" id="err-rank-{pid}">' in html
+        assert re.search(rf'<select id="id-rank-{pid}"[^>]*aria-invalid="true"', html)
+    p1 = spec.placements[0]
+    assert f'id="id-rate-{p1}-empathy-4" name="rate-{p1}-empathy" value="4" checked' in html
+
+    # Ranked in full (here the order shown, chosen explicitly), the page is saved.
+    data.update({f"rank-{pid}": n for n, pid in enumerate(spec.placements, start=1)}, **{f"rate-{p2}-empathy": 2})
+    assert client.post("/s/tide/page/", data).status_code == 303
+    assert list(ItemPlacement.objects.filter(visit_id=spec.visit_id).order_by("position").values_list(
+        "rank", flat=True)) == [1, 2, 3, 4, 5]
+
+
 def test_it_rejects_a_tampered_service_call_too(tide, steps, client):
     participant = steps.start(client, tide, PID)
     _, spec = steps.page(client, tide)

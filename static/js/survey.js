@@ -2,7 +2,9 @@
    this file: the ranking is a select per response, errors come from the server.
    Here the ranking becomes a list that can be dragged (SortableJS) or reordered
    with Move up / Move down buttons; every change is written back into the same
-   selects, so the server receives exactly what it would receive without JS. */
+   selects, so the server receives exactly what it would receive without JS.
+   Like the selects, the list starts unranked: the participant ranks by moving
+   responses or confirms the order shown with "Keep this order". */
 (function () {
   "use strict";
 
@@ -17,13 +19,39 @@
     function selectOf(row) { return row.querySelector("select"); }
     function label(row) { return "Response " + row.getAttribute("data-number"); }
 
-    function writeRanks() {
+    // The ranking starts unranked: nothing is written into the selects until the participant
+    // moves a response or confirms the order shown with "Keep this order". A ranking the
+    // participant never touched cannot then pass for a deliberate one (position bias).
+    var note = document.createElement("p");
+    note.className = "rank-note";
+    note.setAttribute("data-rank-note", "");
+    var keep = document.createElement("button");
+    keep.type = "button";
+    keep.className = "keep-order";
+    keep.setAttribute("data-keep-order", "");
+    keep.textContent = "Keep this order";
+    keep.setAttribute("aria-describedby", "ranking-hint");
+
+    function showState(ranked) {
+      note.textContent = ranked
+        ? "Ranked: the order shown is your ranking. You can still change it."
+        : "Not ranked yet. Move the responses into your order, or choose Keep this order " +
+          "if the order shown is already your ranking.";
+      fieldset.classList.toggle("is-ranked", ranked);
+    }
+
+    function updateButtons() {
       var all = rows();
       all.forEach(function (row, i) {
-        selectOf(row).value = String(i + 1);
         row.querySelector("[data-move='up']").disabled = i === 0;
         row.querySelector("[data-move='down']").disabled = i === all.length - 1;
       });
+    }
+
+    function writeRanks() {
+      rows().forEach(function (row, i) { selectOf(row).value = String(i + 1); });
+      updateButtons();
+      showState(true);
     }
 
     function announce(row) {
@@ -54,7 +82,8 @@
       row.appendChild(box);
     }
 
-    // After a server-side error, keep the ranks the participant gave if they form a ranking.
+    // After a server-side error, keep the ranks the participant gave if they form a ranking;
+    // anything less (nothing, or a partial ranking) stays as it came, to be completed.
     var given = rows().map(function (row) { return parseInt(selectOf(row).value, 10); });
     var complete = given.every(function (r) { return r >= 1; }) &&
       given.slice().sort().join() === rows().map(function (_, i) { return i + 1; }).join();
@@ -63,7 +92,17 @@
         .forEach(function (row) { list.appendChild(row); });
     }
     rows().forEach(addButtons);
-    writeRanks();
+    updateButtons();
+    showState(complete);
+    list.parentNode.insertBefore(note, list.nextSibling);
+    note.parentNode.insertBefore(keep, note.nextSibling);
+
+    keep.addEventListener("click", function () {
+      writeRanks();
+      var all = rows();
+      status.textContent = "Ranked in the order shown: " + label(all[0]) + " first, " +
+        label(all[all.length - 1]) + " last.";
+    });
 
     list.addEventListener("click", function (event) {
       var button = event.target.closest("button[data-move]");
@@ -84,7 +123,11 @@
       if (select.tagName !== "SELECT") { return; }
       var row = select.closest("[data-rank-row]");
       var rank = parseInt(select.value, 10);
-      if (!(rank >= 1)) { writeRanks(); return; }
+      if (!(rank >= 1)) {
+        // "Choose a rank" again: a complete ranking stays whole (the list is the ranking).
+        if (fieldset.classList.contains("is-ranked")) { writeRanks(); }
+        return;
+      }
       moveTo(row, rank - 1);
       writeRanks();
       select.focus();
@@ -98,7 +141,12 @@
         animation: 0,
         // Mouse and touch events rather than native drag and drop: the same on every browser.
         forceFallback: true,
-        onEnd: function (event) { writeRanks(); announce(event.item); }
+        onEnd: function (event) {
+          // A drop where it started is no ranking; any move is.
+          if (event.oldIndex === event.newIndex) { return; }
+          writeRanks();
+          announce(event.item);
+        }
       });
     }
     fieldset.classList.add("is-enhanced");
