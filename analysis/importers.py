@@ -474,7 +474,7 @@ def _read_ratings(
     errors.fail(~(position >= 1), "position", lambda i: f'"{col["position"][i]}" is not a position (1, 2, ...)')
     rank = _integers(col["rank"])
     errors.fail(~col["rank"].is_("") & ~(rank >= 1), "rank",
-                lambda i: f'"{col["rank"][i]}" is not a rank (1 = most empathetic) or empty')
+                lambda i: f'"{col["rank"][i]}" is not a rank (1 = first) or empty')
     started = parse_times(col["block_started_at"])
     errors.fail(np.isnan(started), "block_started_at",
                 lambda i: f'"{col["block_started_at"][i]}" is not an ISO 8601 time')

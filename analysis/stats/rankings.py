@@ -38,7 +38,7 @@ def rank_summary(
     condition: str = "condition",
     rank: str = "rank",
 ) -> pd.DataFrame:
-    """Mean rank (1 = most empathetic) per response, per model x condition and per model.
+    """Mean rank (1 = ranked first) per response, per model x condition and per model.
 
     ``unit`` says which: ``response``, ``model_condition`` or ``model``.
     Columns that do not apply to a unit are ``""``.
