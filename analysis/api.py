@@ -15,7 +15,7 @@ from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import generics, status
-from rest_framework.exceptions import APIException, NotFound
+from rest_framework.exceptions import APIException, NotFound, ValidationError
 from rest_framework.parsers import MultiPartParser
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
@@ -187,8 +187,16 @@ def _prepend(first, rest):
     yield from rest
 
 
+# The renderers a CSV download negotiates (DRF's ?format= override).
+_DOWNLOAD_FORMATS = ("json", "csv")
+
+
 def _export_response(request: Request, slug: str, name: str) -> StreamingHttpResponse:
     study = study_for_user(request.user, slug)
+    wanted = request.query_params.get("format")
+    if wanted is not None and wanted not in _DOWNLOAD_FORMATS:
+        # DRF answers an unknown format with 404 but lets an empty one through; both are bad input.
+        raise ValidationError({"format": [f"Use one of: {', '.join(_DOWNLOAD_FORMATS)}."]})
     try:
         run = exports.export_run(study=study)
         return _streamed_csv(exports.export_lines(run=run, what=name), exports.EXPORTS[name].filename)
@@ -197,6 +205,7 @@ def _export_response(request: Request, slug: str, name: str) -> StreamingHttpRes
 
 
 _CSV_RESPONSES = {(200, "text/csv"): OpenApiResponse(OpenApiTypes.STR, description="CSV, streamed"),
+                  400: OpenApiResponse(OpenApiTypes.OBJECT, description="a bad format: field -> list of messages"),
                   404: OpenApiResponse(ErrorSerializer, description="no such study or export, or no finished run")}
 
 

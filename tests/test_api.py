@@ -266,3 +266,10 @@ def test_the_schema_describes_every_api_route(client):
         assert expected in paths
     created = schema["paths"]["/api/studies/{slug}/runs/"]["post"]["responses"]
     assert "202" in created and "404" in created
+
+
+def test_a_download_with_an_empty_or_unknown_format_is_refused(owner_api, done_run):
+    url = f"/api/studies/{done_run.study.slug}/exports/ratings.csv"
+    assert owner_api.get(url + "?format=").status_code == 400
+    assert owner_api.get(url + "?format=xml").status_code in (400, 404)
+    assert owner_api.get(url + "?format=csv").status_code == 200
