@@ -209,9 +209,12 @@ def test_postgres_restart_gives_fast_503s_then_the_next_submit_succeeds(services
 
 
 def test_a_gunicorn_worker_killed_mid_request_loses_and_duplicates_nothing(services, gunicorn):
-    thread, holder, recorder = _traffic(gunicorn.base_url, 6, seed=33, retries=5, think_scale=0.0)
+    # Enough bots that the traffic outlasts the kills: six of them answered a whole
+    # TIDE survey in about three seconds, sometimes before three kills could land.
+    thread, holder, recorder = _traffic(gunicorn.base_url, 16, seed=33, retries=5, think_scale=0.0)
     kills = 0
-    time.sleep(2)
+    _stack.wait_until(lambda: len(recorder.samples) >= 10 or not thread.is_alive(), timeout=60,
+                      what="the bots' first requests")
     # Kill only workers that are serving a request at that moment (a kill between
     # requests proves nothing: the next request just goes to another worker), until
     # the bots have seen a request cut and at least three kills happened.
