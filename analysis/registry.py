@@ -51,8 +51,11 @@ class Analysis:
     flow); every other table is computed by the statistics step as
     ``function(*frames named by inputs, **options)`` on the retained participants.
     ``options`` maps a keyword argument of the function to the Django setting
-    it is read from at run time. ``needs`` names the design features the
-    analysis applies to: a run computes it only for a study that has them all.
+    it is read from at run time. ``design_options`` names keyword arguments
+    filled from the study's design (``analysis.design.Design.options``: e.g.
+    ``baseline``, ``treatment``, ``references``, ``subgroups``). ``needs`` names
+    the design features the analysis applies to: a run computes it only for a
+    study that has them all.
     """
 
     name: str
@@ -64,6 +67,7 @@ class Analysis:
     figures: tuple[str, ...] = ()
     sensitivity_of: str | None = None
     options: Mapping[str, str] = field(default_factory=dict)
+    design_options: tuple[str, ...] = ()
     needs: frozenset[str] = frozenset({"ratings"})
     paper: bool = False
 
