@@ -18,10 +18,10 @@ import numpy as np
 import pandas as pd
 
 from analysis import frames, registry
+from analysis.design import Design, study_design
 from analysis.models import AnalysisRun
-from analysis.regions import region_of
 from analysis.selectors import analysis_run_latest_done, participant_results, result_table_frame, result_table_names
-from surveys.models import Study
+from surveys.models import DemographicQuestion, Study
 
 # A spreadsheet runs a cell starting with these as a formula (CSV injection).
 _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
@@ -61,24 +61,32 @@ class Export:
     description: str
 
 
-PARTICIPANT_EXPORT_COLUMNS = [
-    "participant_id", "started_at", "finished_at", "attention_passed", "age", "sex", "gender", "race",
-    "hispanic", "education", "employment", "state", "region", "duration_minutes", "sd", "mae", "fast_share",
-    "excluded_by", "payable", "reject_reason",
+# The study's demographic columns (one per question key) sit between these two.
+PARTICIPANT_EXPORT_COLUMNS_BEFORE = ["participant_id", "started_at", "finished_at", "attention_passed"]
+PARTICIPANT_EXPORT_COLUMNS_AFTER = [
+    "region", "duration_minutes", "sd", "mae", "fast_share", "excluded_by", "payable", "reject_reason",
 ]
+
+
+def participant_export_columns(design: Design) -> list[str]:
+    """participants.csv's header for a study: the import columns, then ``region`` and the quality columns."""
+    return PARTICIPANT_EXPORT_COLUMNS_BEFORE + list(design.demographics) + PARTICIPANT_EXPORT_COLUMNS_AFTER
 IDENTIFIER_EXPORT_COLUMNS = ["participant_id", "external_id", "payable", "reject_reason", "completion_code"]
 
 
 def participants_rows(run: AnalysisRun) -> Rows:
-    yield PARTICIPANT_EXPORT_COLUMNS
+    design = study_design(run.study_id)
+    yield participant_export_columns(design)
     # attention_passed as the analyses read it (analysis.derived, through the frame).
-    attention = frames.participants_frame(run.study_id).set_index("participant_id")["attention_passed"]
+    attention = frames.participants_frame(run.study_id, design).set_index("participant_id")["attention_passed"]
+    region_question = design.region_demographic
     for result in participant_results(run=run).iterator(chunk_size=2000):
         p = result.participant
         passed = attention.get(p.pseudonym, pd.NA)
         yield [
             p.pseudonym, p.started_at, p.finished_at, None if passed is pd.NA else bool(passed),
-            p.age, p.sex, p.gender, p.race, p.hispanic, p.education, p.employment, p.state, region_of(p.state),
+            *(p.demographics.get(key, "") for key in design.demographics),
+            design.region_of(p.demographics.get(region_question)) if region_question else "",
             result.duration_minutes, result.sd, result.mae, result.fast_share,
             result.excluded_by, result.payable, result.reject_reason,
         ]
@@ -257,7 +265,7 @@ def everything_zip(*, run: AnalysisRun) -> Iterator[bytes]:
     """Every pseudonymous export of the run plus a codebook and a README, as a zip streamed chunk by chunk."""
     import zipfile
 
-    from analysis.codebook import codebook_rows
+    from analysis.codebook import codebook_rows, study_entries
     from analysis.zip_readme import zip_readme_text
 
     sink = _Sink()
@@ -274,7 +282,8 @@ def everything_zip(*, run: AnalysisRun) -> Iterator[bytes]:
                 for chunk in csv_bytes(_prepend(header, lines)):
                     member.write(chunk)
                     yield sink.drain()
-        archive.writestr("codebook.csv", b"".join(csv_bytes(codebook_rows(headers))))
+        questions = DemographicQuestion.objects.filter(study_id=run.study_id)
+        archive.writestr("codebook.csv", b"".join(csv_bytes(codebook_rows(headers, study_entries(questions)))))
         archive.writestr("README.txt", zip_readme_text(run=run, files=descriptions))
     yield sink.drain()
 

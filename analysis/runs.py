@@ -31,6 +31,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from analysis import frames, metrics_run, pipeline, quality
+from analysis.design import study_design
 from analysis.metrics import MetricsUnavailable
 from analysis.models import AnalysisRun, MetricsRun, MetricsTable, ParticipantResult, ResultTable
 from analysis.quality import QualityResult
@@ -314,7 +315,9 @@ def analysis_run_quality_persist(*, run_id: int, study_id: int, attempt: int, re
         )
         _tables_write(
             ANALYSIS, run_id,
-            {"filter_flow": result.filter_flow, "filter_flow_by_gender": result.filter_flow_by_gender},
+            # The per-subgroup flow exists only for a study that declares subgroups.
+            {"filter_flow": result.filter_flow}
+            | ({"filter_flow_by_subgroup": result.filter_flow_by_subgroup} if result.filter_flow_by_subgroup is not None else {}),
             {"filter_flow": "DESIGN 3.2; step 0 counts everyone enrolled (non-preview)."},
         )
         AnalysisRun.objects.filter(pk=run_id).update(
@@ -348,18 +351,19 @@ def run_fail(*, kind: RunKind, run_id: int, attempt: int, error: str, timings: M
 
 def _analysis_steps(run: AnalysisRun, attempt: int, steps: RunSteps) -> dict[str, Any]:
     with steps.step("frames"):
+        design = study_design(run.study_id)
         ratings = frames.ratings_frame(run.study_id)
-        participants = frames.participants_frame(run.study_id)
+        participants = frames.participants_frame(run.study_id, design)
         gold = frames.gold_frame(run.study_id)
     with steps.step("quality"):
-        result = quality.apply_quality_rules(ratings, participants, gold, run.thresholds)
+        result = quality.apply_quality_rules(ratings, participants, gold, run.thresholds, design.subgroups)
     with steps.step("persist"):
         analysis_run_quality_persist(run_id=run.pk, study_id=run.study_id, attempt=attempt, result=result)
     with steps.step("statistics"):
         enriched = participants.merge(
             result.participants.drop(columns=["duration_minutes", "attention_failures"]), on="participant_id"
         )
-        computed = pipeline.compute_statistics(ratings, enriched, gold)
+        computed = pipeline.compute_statistics(ratings, enriched, gold, design=design)
         run_tables_persist(kind=ANALYSIS, run_id=run.pk, attempt=attempt, tables=computed.tables)
     steps.timings.update({f"statistics.{name}": seconds for name, seconds in computed.timings.items()})
     return {"failures": computed.failures}

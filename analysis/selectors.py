@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 from django.db.models import Max, Min, QuerySet
 
+from analysis.design import study_design
 from analysis.models import AnalysisRun, MetricsRun, MetricsTable, ParticipantResult, ResultTable
 from surveys.models import Study
 
@@ -114,3 +117,18 @@ def study_rating_scale(*, study: Study) -> tuple[int, int] | None:
 def scenario_labels_of(*, study: Study) -> dict[str, str]:
     """Scenario key -> its label (the key when the label is blank), for the charts' panel titles."""
     return {key: label or key for key, label in study.scenarios.values_list("key", "label")}
+
+
+def figure_context(*, study: Study) -> dict[str, Any]:
+    """What the results page's charts need to know of the study (``analysis.charts.results_figures``)."""
+    design = study_design(study.pk)
+    declared = [name for name in (design.baseline, design.treatment, *design.references) if name]
+    others = sorted(set(study.conditions.values_list("name", flat=True)) - set(declared))
+    return {
+        "scale": study_rating_scale(study=study),
+        "scenario_labels": scenario_labels_of(study=study),
+        "conditions": declared + others,
+        "baseline": design.baseline,
+        "treatment": design.treatment,
+        "us_map": design.us_map,
+    }

@@ -108,9 +108,7 @@ def results(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
     return render(request, "researcher/results.html", {
         "study": study, "run": run, "sections": sections, "level": level, "levels": LEVELS,
         "failures": sorted(run.failures.items()),
-        "figures": charts.results_figures(frames, registry.figure_sources(),
-                                          scale=selectors.study_rating_scale(study=study),
-                                          scenario_labels=selectors.scenario_labels_of(study=study)),
+        "figures": charts.results_figures(frames, registry.figure_sources(), **selectors.figure_context(study=study)),
         **_metrics_context(study),
     })
 

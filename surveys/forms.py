@@ -14,27 +14,13 @@ from dataclasses import dataclass, field
 
 from django import forms
 
-from .definition import PREFER_NOT
+from . import demographics
 from .models import DemographicQuestion, Dimension, FreeTextQuestion
 from .selectors import VisitPage
 from .services import PageAnswers
 
 TAMPER_MESSAGE = "Some answers do not belong to this page. Please reload the page and answer again."
 _PER_RESPONSE_FIELD = re.compile(r"^(rate|rank)-(\d+)(?:-(.+))?$")
-
-US_STATE_NAMES = {
-    "AL": "Alabama", "AK": "Alaska", "AZ": "Arizona", "AR": "Arkansas", "CA": "California", "CO": "Colorado",
-    "CT": "Connecticut", "DE": "Delaware", "DC": "District of Columbia", "FL": "Florida", "GA": "Georgia",
-    "HI": "Hawaii", "ID": "Idaho", "IL": "Illinois", "IN": "Indiana", "IA": "Iowa", "KS": "Kansas",
-    "KY": "Kentucky", "LA": "Louisiana", "ME": "Maine", "MD": "Maryland", "MA": "Massachusetts", "MI": "Michigan",
-    "MN": "Minnesota", "MS": "Mississippi", "MO": "Missouri", "MT": "Montana", "NE": "Nebraska", "NV": "Nevada",
-    "NH": "New Hampshire", "NJ": "New Jersey", "NM": "New Mexico", "NY": "New York", "NC": "North Carolina",
-    "ND": "North Dakota", "OH": "Ohio", "OK": "Oklahoma", "OR": "Oregon", "PA": "Pennsylvania",
-    "RI": "Rhode Island", "SC": "South Carolina", "SD": "South Dakota", "TN": "Tennessee", "TX": "Texas",
-    "UT": "Utah", "VT": "Vermont", "VA": "Virginia", "WA": "Washington", "WV": "West Virginia",
-    "WI": "Wisconsin", "WY": "Wyoming",
-}
-
 
 @dataclass
 class Option:
@@ -55,6 +41,18 @@ class Control:
     value: str = ""
     max_length: int | None = None
     required: bool = False
+    kind: str = ""  # demographic questions: choice, number, us_state or text
+    minimum: float | None = None
+    maximum: float | None = None
+    whole_numbers: bool = True
+
+    @property
+    def step(self) -> str:
+        return "1" if self.whole_numbers else "any"
+
+    @property
+    def input_mode(self) -> str:
+        return "numeric" if self.whole_numbers else "decimal"
 
     @property
     def input_id(self) -> str:
@@ -92,9 +90,12 @@ def _radio_options(name: str, values: list[tuple[str, str]], chosen: str) -> lis
 class PageForm(forms.Form):
     """The answers of one block or attention-check page."""
 
-    def __init__(self, data=None, *, page: VisitPage, ranking: bool, best_worst: bool):
+    def __init__(self, data=None, *, page: VisitPage, ranking: bool, best_worst: bool, construct: str = "preferred",
+                 letter_labels: bool = False):
         super().__init__(data)
         self.page = page
+        self.letter_labels = letter_labels
+        self.construct = construct  # the study's word for what is judged: "the most <construct> response"
         self.ranking = ranking and not page.is_check
         self.best_worst = best_worst and not page.is_check
         self.numbers = {p.pk: p.position for p in page.placements}
@@ -146,8 +147,8 @@ class PageForm(forms.Form):
                     choices=choices,
                     coerce=int,
                     error_messages={
-                        "required": f"Please choose the {word} empathetic response.",
-                        "invalid_choice": f"Please choose the {word} empathetic response from this page.",
+                        "required": f"Please choose the {word} {self.construct} response.",
+                        "invalid_choice": f"Please choose the {word} {self.construct} response from this page.",
                     },
                 )
         for question in self.page.free_text_questions:
@@ -170,7 +171,7 @@ class PageForm(forms.Form):
         if self.ranking:
             self._check_ranks_distinct(cleaned)
         if self.best_worst and cleaned.get("most") is not None and cleaned.get("most") == cleaned.get("least"):
-            self.add_error("least", "The least empathetic response must differ from the most empathetic one.")
+            self.add_error("least", f"The least {self.construct} response must differ from the most {self.construct} one.")
         return cleaned
 
     def _has_foreign_fields(self) -> bool:
@@ -232,7 +233,7 @@ class PageForm(forms.Form):
                     number=number,
                     placement_id=placement.pk,
                     text=placement.item.text,
-                    source_label=placement.item.source_label,
+                    source_label=letter_label(placement.position) if self.letter_labels else placement.item.source_label,
                     ratings=ratings,
                     rank=self._rank_control(placement.pk, number) if self.ranking else None,
                 )
@@ -267,7 +268,7 @@ class PageForm(forms.Form):
             controls.append(
                 Control(
                     name=name,
-                    label=f"{word} empathetic response",
+                    label=f"{word} {self.construct} response",
                     options=_radio_options(name, values, self._value(name)),
                     error=self._error(name),
                 )
@@ -322,18 +323,18 @@ class PageForm(forms.Form):
 
 
 class DemographicsForm(forms.Form):
-    """Every question is optional, and every question offers "Prefer not to answer"."""
+    """Every question is optional, and every question accepts "Prefer not to answer".
+
+    Listed questions (choice, US state) are selects; number and short-text
+    questions are typed. The rules live in ``surveys.demographics``.
+    """
 
     def __init__(self, data=None, *, questions: list[DemographicQuestion], end_questions: list[FreeTextQuestion]):
         super().__init__(data)
         self.questions = questions
         self.end_questions = end_questions
         for question in questions:
-            self.fields[question.key] = forms.ChoiceField(
-                choices=[("", "")] + demographic_choices(question),
-                required=False,
-                error_messages={"invalid_choice": "Please choose one of the listed answers."},
-            )
+            self.fields[question.key] = forms.CharField(required=False, strip=True)
         for question in end_questions:
             self.fields[f"text-{question.key}"] = forms.CharField(
                 max_length=question.max_length,
@@ -345,18 +346,38 @@ class DemographicsForm(forms.Form):
                 },
             )
 
+    def clean(self) -> dict:
+        cleaned = super().clean()
+        for question in self.questions:
+            value = cleaned.get(question.key, "")
+            problem = demographics.answer_problem(question, value)
+            if problem:
+                self.add_error(question.key, problem)
+            else:
+                cleaned[question.key] = demographics.stored_answer(question, value)
+        return cleaned
+
     def controls(self) -> list[Control]:
         out = []
         for question in self.questions:
             chosen = str(self.data.get(question.key, "")) if self.is_bound else ""
-            options = [Option("", "Choose an answer", selected=chosen == "")] + [
-                Option(value, label, selected=chosen == value) for value, label in demographic_choices(question)
-            ]
+            options = []
+            if demographics.offers_list(question):
+                options = [Option("", "Choose an answer", selected=chosen == "")] + [
+                    Option(value, label, selected=chosen == value)
+                    for value, label in demographics.offered_answers(question)
+                ]
             out.append(
                 Control(
                     name=question.key,
                     label=question.prompt,
                     options=options,
+                    value=chosen,
+                    max_length=question.max_length if question.kind == DemographicQuestion.Kind.TEXT else None,
+                    kind=question.kind,
+                    minimum=question.min_value,
+                    maximum=question.max_value,
+                    whole_numbers=question.integer,
                     error=" ".join(self.errors.get(question.key, [])) if self.is_bound else "",
                 )
             )
@@ -387,11 +408,10 @@ class DemographicsForm(forms.Form):
         return {q.pk: self.cleaned_data.get(f"text-{q.key}", "") for q in self.end_questions}
 
 
-def demographic_choices(question: DemographicQuestion) -> list[tuple[str, str]]:
-    values = list(question.choices)
-    if PREFER_NOT not in values:
-        values.append(PREFER_NOT)
-    if question.key == "state":
-        return [(v, US_STATE_NAMES.get(v, v)) for v in values]
-    return [(v, v) for v in values]
-
+def letter_label(position: int) -> str:
+    """A, B, ..., Z, AA, AB ... for display positions 1, 2, ..."""
+    label = ""
+    while position > 0:
+        position, remainder = divmod(position - 1, 26)
+        label = chr(ord("A") + remainder) + label
+    return label

@@ -45,6 +45,7 @@ class LoadResult:
 PARTICIPANT_FACING = {
     "consent", "instructions", "question_text", "ranking", "best_worst", "dimensions", "systems",
     "conditions", "reference_conditions", "scenarios", "blocks", "attention_checks", "free_text", "demographics",
+    "construct", "letter_labels",
 }
 
 
@@ -87,8 +88,10 @@ def _study_fields(d: StudyDefinition) -> dict[str, Any]:
         "consent_text": d.consent,
         "instructions_text": d.instructions,
         "question_text": d.question_text,
+        "construct": d.construct,
         "ranking_enabled": d.ranking,
         "best_worst_enabled": d.best_worst,
+        "letter_labels": d.letter_labels,
         **d.recruitment.model_dump(),
         **d.quality.model_dump(),
         "definition": d.model_dump(mode="json"),
@@ -202,5 +205,9 @@ def _write_content(study: Study, d: StudyDefinition) -> None:
         DemographicQuestion,
         study,
         "key",
-        {q.key: {"prompt": q.prompt, "choices": q.choices, "order": i} for i, q in enumerate(d.demographics)},
+        {
+            q.key: {"prompt": q.prompt, "kind": q.type, "choices": q.choices, "min_value": q.min, "max_value": q.max,
+                    "integer": q.integer, "max_length": q.max_length, "synonyms": q.synonyms, "order": i}
+            for i, q in enumerate(d.demographics)
+        },
     )

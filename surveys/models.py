@@ -29,8 +29,11 @@ class Study(models.Model):
     consent_text = models.TextField()
     instructions_text = models.TextField()
     question_text = models.TextField(blank=True)
+    construct = models.CharField(max_length=limits.CONSTRUCT, default="preferred",
+                                 help_text='what participants judge, as an adjective ("empathetic")')
     ranking_enabled = models.BooleanField(default=False)
     best_worst_enabled = models.BooleanField(default=False)
+    letter_labels = models.BooleanField(default=False, help_text="responses shown as A, B, C ... by display position")
     is_open = models.BooleanField(default=True)
     owners = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="owned_studies")
 
@@ -235,21 +238,37 @@ class FreeTextQuestion(models.Model):
         ]
 
 
-DEMOGRAPHIC_FIELDS = ("age", "sex", "gender", "race", "hispanic", "education", "employment", "state")
-
-
 class DemographicQuestion(models.Model):
+    """One demographic question of a study (its key is the answer's column in participants.csv)."""
+
+    class Kind(models.TextChoices):
+        CHOICE = "choice", "Choice"
+        NUMBER = "number", "Number"
+        US_STATE = "us_state", "US state"
+        TEXT = "text", "Short text"
+
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="demographic_questions")
-    key = models.CharField(max_length=limits.DEMOGRAPHIC_KEY, choices=[(f, f) for f in DEMOGRAPHIC_FIELDS])
+    key = models.CharField(max_length=limits.DEMOGRAPHIC_KEY)
     prompt = models.CharField(max_length=limits.DEMOGRAPHIC_PROMPT)
+    kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.CHOICE)
     choices = models.JSONField(default=list)
+    min_value = models.FloatField(null=True, blank=True)
+    max_value = models.FloatField(null=True, blank=True)
+    integer = models.BooleanField(default=True)
+    max_length = models.PositiveIntegerField(default=200)
+    synonyms = models.JSONField(default=dict, blank=True)
     order = models.PositiveSmallIntegerField(default=0)
 
     class Meta:
         ordering = ["order", "id"]
         constraints = [
             models.UniqueConstraint(fields=["study", "key"], name="demographic_unique_key"),
-            models.CheckConstraint(condition=Q(key__in=DEMOGRAPHIC_FIELDS), name="demographic_known_field"),
+            models.CheckConstraint(condition=Q(kind__in=("choice", "number", "us_state", "text")),
+                                   name="demographic_known_kind"),
+            models.CheckConstraint(
+                condition=~Q(kind="number") | (Q(min_value__isnull=False) & Q(max_value__gt=F("min_value"))),
+                name="demographic_number_has_range",
+            ),
         ]
 
 
@@ -283,14 +302,9 @@ class Participant(models.Model):
     demographics_done = models.BooleanField(default=False)
     completion_code = models.CharField(max_length=limits.COMPLETION_CODE, blank=True)
 
-    age = models.CharField(max_length=limits.DEMOGRAPHIC_ANSWER["age"], blank=True)
-    sex = models.CharField(max_length=limits.DEMOGRAPHIC_ANSWER["sex"], blank=True)
-    gender = models.CharField(max_length=limits.DEMOGRAPHIC_ANSWER["gender"], blank=True)
-    race = models.CharField(max_length=limits.DEMOGRAPHIC_ANSWER["race"], blank=True)
-    hispanic = models.CharField(max_length=limits.DEMOGRAPHIC_ANSWER["hispanic"], blank=True)
-    education = models.CharField(max_length=limits.DEMOGRAPHIC_ANSWER["education"], blank=True)
-    employment = models.CharField(max_length=limits.DEMOGRAPHIC_ANSWER["employment"], blank=True)
-    state = models.CharField(max_length=limits.DEMOGRAPHIC_ANSWER["state"], blank=True)
+    # Answers to the study's demographic questions, by question key (each a string;
+    # "" or absent: not answered). Any key a definition declares fits without a migration.
+    demographics = models.JSONField(default=dict, blank=True)
     # Imported studies carry only the outcome of their checks.
     imported_attention_passed = models.BooleanField(null=True, blank=True)
 

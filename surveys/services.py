@@ -18,7 +18,7 @@ from enum import Enum
 from django.db import IntegrityError, transaction
 from django.db.models import Count, F
 
-from . import clock, limits
+from . import clock, demographics, limits
 from .models import (
     AttentionCheck,
     Block,
@@ -310,15 +310,24 @@ def _check_fits(participant, visit, placements, dimensions, answers: PageAnswers
 def participant_demographics_submit(
     *, participant_id: int, answers: dict[str, str], free_text: dict[int, str] | None = None
 ) -> None:
-    """Save the (all optional) answers about the person and end-of-study texts."""
+    """Save the (all optional) answers about the person and end-of-study texts.
+
+    Raises ``AnswersRejected`` (nothing saved) for an answer its question does not accept.
+    """
     with transaction.atomic():
         participant = Participant.objects.select_for_update().get(pk=participant_id)
         if participant.status != Participant.Status.IN_PROGRESS or participant.demographics_done:
             return
-        known = set(DemographicQuestion.objects.filter(study_id=participant.study_id).values_list("key", flat=True))
+        questions = {q.key: q for q in DemographicQuestion.objects.filter(study_id=participant.study_id)}
+        stored = {}
         for key, value in answers.items():
-            if key in known:
-                setattr(participant, key, value)
+            question = questions.get(key)
+            if question is None or not value:
+                continue
+            if problem := demographics.answer_problem(question, value):
+                raise AnswersRejected(f"{key}: {problem}")
+            stored[key] = demographics.stored_answer(question, value)
+        participant.demographics = stored
         participant.demographics_done = True
         participant.last_seen_at = clock.now()
         participant.save()

@@ -17,12 +17,13 @@ import pytest
 
 from analysis import codebook, exports, quality, registry, stats
 from analysis.zip_readme import zip_readme_text
+from tests.support import stats_data as data
 from tests.support.researcher import fill_with_bots, finished_run
 
 # The quality step writes these tables; the statistics step computes the others.
 QUALITY_TABLES = {"filter_flow": quality.FILTER_FLOW_COLUMNS,
-                  "filter_flow_by_gender": quality.FILTER_FLOW_BY_GENDER_COLUMNS}
-EXPORT_FILES = {"participants.csv": exports.PARTICIPANT_EXPORT_COLUMNS,
+                  "filter_flow_by_subgroup": quality.FILTER_FLOW_BY_SUBGROUP_COLUMNS}
+EXPORT_FILES = {"participants.csv": exports.PARTICIPANT_EXPORT_COLUMNS_BEFORE + exports.PARTICIPANT_EXPORT_COLUMNS_AFTER,
                 "ratings.csv": [*exports.RATINGS_EXPORT_COLUMNS, "dimension"]}
 
 
@@ -32,10 +33,12 @@ def declared_columns(analysis: registry.Analysis) -> list[str]:
     if analysis.sensitivity_of:
         base = registry.base_of(analysis)
         extra = [empty] * (len(base.inputs) - 1)
-        return list(stats.sensitivity(base.function, empty, empty, *extra).columns)
+        return list(stats.sensitivity(base.function, empty, empty, *extra,
+                                      **data.TIDE.options_for(base.design_options)).columns)
     if analysis.function is None:
         return list(QUALITY_TABLES[analysis.name])
-    return list(analysis.function(*[empty] * len(analysis.inputs)).columns)
+    design = data.TIDE.options_for(analysis.design_options)
+    return list(analysis.function(*[empty] * len(analysis.inputs), **design).columns)
 
 
 def every_file_columns() -> dict[str, list[str]]:

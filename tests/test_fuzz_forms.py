@@ -126,7 +126,8 @@ def test_wrong_content_types_are_a_400_and_store_nothing(on_a_block, tide, conte
     assert _stored_counts() == before
 
 
-def test_free_text_with_nul_or_too_long_is_a_400(client, most_least, steps):
+def test_free_text_with_nul_or_too_long_is_a_400(client, reasons_per_block, steps):
+    most_least = reasons_per_block
     steps.start(client, most_least)
     _, spec = steps.page(client, most_least)
     text_field = next(iter(spec.texts))

@@ -35,9 +35,9 @@ from analysis.stats.comparisons import (
     DESCRIPTIVES_COLUMNS, WILCOXON_COLUMNS, WIN_COLUMNS, WIN_SUMMARY_COLUMNS, win_summary_of_ratings, descriptives,
     paired_zs_ft, sensitivity, win_summary, win_table,
 )
-from analysis.stats.demographics import GROUPINGS, LEVELS, TTEST_COLUMNS, age_group, group_ttests, participant_groups
+from analysis.stats.demographics import LEVELS, TTEST_COLUMNS, group_ttests, participant_groups
 from analysis.stats.primitives import (
-    ALPHA, CONFIDENCE, FINE_TUNED, MISSING_ANSWERS, REFERENCE, ZERO_SHOT, cohen_d, eta_squared, holm, mean_ci,
+    ALPHA, CONFIDENCE, MISSING_ANSWERS, cohen_d, eta_squared, holm, mean_ci,
     rank_biserial,
 )
 from analysis.stats.rankings import (
@@ -56,11 +56,11 @@ from analysis.stats.reliability import (
 
 __all__ = [
     "ALPHA", "ALPHA_COLUMNS", "ANOVA_COLUMNS", "BEST_WORST_COLUMNS",
-    "BRADLEY_TERRY_COLUMNS", "CONFIDENCE", "DESCRIPTIVES_COLUMNS", "FINE_TUNED", "FRIEDMAN_COLUMNS",
-    "GAMES_HOWELL_COLUMNS", "GROUPINGS", "JUDGE_COLUMNS", "KRUSKAL_COLUMNS", "LEVELS", "MISSING_ANSWERS",
-    "MODEL_COLUMNS", "POSITION_COLUMNS", "RANK_SUMMARY_COLUMNS", "RATER_LOO_COLUMNS", "REFERENCE",
+    "BRADLEY_TERRY_COLUMNS", "CONFIDENCE", "DESCRIPTIVES_COLUMNS", "FRIEDMAN_COLUMNS",
+    "GAMES_HOWELL_COLUMNS", "JUDGE_COLUMNS", "KRUSKAL_COLUMNS", "LEVELS", "MISSING_ANSWERS",
+    "MODEL_COLUMNS", "POSITION_COLUMNS", "RANK_SUMMARY_COLUMNS", "RATER_LOO_COLUMNS",
     "REGION_MEANS_COLUMNS", "TTEST_COLUMNS", "WELCH_COLUMNS", "WILCOXON_COLUMNS", "WIN_COLUMNS",
-    "WIN_SUMMARY_COLUMNS", "ZERO_SHOT", "age_group", "alpha_from_values", "best_worst_scores", "bradley_terry",
+    "WIN_SUMMARY_COLUMNS", "alpha_from_values", "best_worst_scores", "bradley_terry",
     "cohen_d", "descriptives", "eta_squared", "friedman_by_block", "group_ttests", "holm", "krippendorff_alpha",
     "mean_ci", "mixed_model", "ordinal_model", "paired_zs_ft", "participant_groups", "plackett_luce",
     "position_bias", "rank_biserial", "rank_summary", "rater_judge_agreement", "rater_loo_correlation",

@@ -9,3 +9,10 @@ from tests.support.paths import FIXTURES
 
 def load_fixture(name: str):
     return study_load(definition=parse_definition(read_definition_file(FIXTURES / name))).study
+
+
+def set_answers(participants, **answers: str) -> None:
+    """Overwrite some demographic answers of every participant in a queryset (kept in one JSON column)."""
+    for participant in participants:
+        participant.demographics = {**participant.demographics, **answers}
+        participant.save(update_fields=["demographics"])
