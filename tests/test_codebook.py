@@ -17,6 +17,7 @@ import pytest
 
 from analysis import codebook, exports, quality, registry, stats
 from analysis.zip_readme import zip_readme_text
+from tests.support import stats_data
 from tests.support.researcher import fill_with_bots, finished_run
 
 # The quality step writes these tables; the statistics step computes the others.
@@ -35,7 +36,7 @@ def declared_columns(analysis: registry.Analysis) -> list[str]:
         return list(stats.sensitivity(base.function, empty, empty, *extra).columns)
     if analysis.function is None:
         return list(QUALITY_TABLES[analysis.name])
-    return list(analysis.function(*[empty] * len(analysis.inputs)).columns)
+    return list(analysis.function(*[empty] * len(analysis.inputs), **stats_data.design_options(analysis)).columns)
 
 
 def every_file_columns() -> dict[str, list[str]]:

@@ -164,8 +164,17 @@ def registered_analyses() -> dict:
             if a.function is not None and set(a.inputs) <= {"ratings", "participants"}}
 
 
+#: The generated study's design, for the keywords an analysis takes from it (``Analysis.design_options``).
+DESIGN_OPTIONS = {"baseline": "zero-shot", "treatment": "fine-tuned"}
+
+
+def design_options(analysis) -> dict:
+    """The keywords ``analysis`` takes from the design, as the generated study declares them."""
+    return {name: DESIGN_OPTIONS[name] for name in analysis.design_options}
+
+
 def run_registered(name: str, ratings, participants, **options):
     """One registered analysis on these frames, its inputs in the order the registry declares."""
     analysis = registered_analyses()[name]
     frames = {"ratings": ratings, "participants": participants}
-    return analysis.function(*(frames[i] for i in analysis.inputs), **options)
+    return analysis.function(*(frames[i] for i in analysis.inputs), **design_options(analysis), **options)
