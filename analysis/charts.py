@@ -199,6 +199,48 @@ def position_bias_chart(position_bias: pd.DataFrame, *, scale: tuple[float, floa
     return _plain(figure)
 
 
+# The two picks of a best-worst task: bar colour, hatching (so the bars differ without colour) and legend label.
+CHOICE_STYLES = {
+    "most": {"color": PALETTE[0], "pattern": "", "label": "picked most"},
+    "least": {"color": PALETTE[4], "pattern": "/", "label": "picked least"},
+}
+
+
+def best_worst_shares_chart(shares: pd.DataFrame) -> dict[str, Any]:
+    """Per source, the share of its choice sets in which it was picked most and least, Wilson 95% CIs as error bars.
+
+    The bars of the two picks differ by hatching as well as by colour (the legend shows both); a dashed line
+    marks the share expected by chance when it is the same for every source.
+    """
+    table = shares.dropna(subset=["share"])
+    title = "Share of choice sets in which each source was picked most and least (95% Wilson CI)"
+    if table.empty:
+        return _empty(title, "No most/least choices yet.")
+    table = table.assign(source=table["model"].astype(str) + " · " + table["condition"].fillna("").astype(str))
+    figure = go.Figure()
+    for choice, style in CHOICE_STYLES.items():
+        part = table[table["choice"] == choice]
+        figure.add_trace(go.Bar(
+            x=part["source"], y=part["share"], name=style["label"],
+            marker={"color": style["color"], "pattern": {"shape": style["pattern"]}},
+            customdata=part[["count", "n_sets"]].to_numpy(),
+            hovertemplate="%{x}: " + style["label"] + " in %{customdata[0]} of %{customdata[1]} sets "
+                          "(%{y:.1%})<extra></extra>",
+            error_y={"type": "data", "symmetric": False, "array": part["ci_high"] - part["share"],
+                     "arrayminus": part["share"] - part["ci_low"]},
+        ))
+    chance = table["chance_share"].dropna().round(9).unique()
+    if len(chance) == 1:
+        line = {"dash": "dash", "color": "#555555"}
+        figure.add_hline(y=float(chance[0]), line=line)
+        # A legend entry for the line: a label on the plot would sit on some source's bars.
+        figure.add_trace(go.Scatter(x=[None], y=[None], mode="lines", line=line, name=f"chance: {chance[0]:.0%}"))
+    figure.update_layout(title=title, barmode="group", height=420, xaxis_title="source (system · condition)",
+                         yaxis_title="share of the choice sets showing the source", yaxis_range=[0, 1],
+                         yaxis_tickformat=".0%", legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0})
+    return _plain(figure)
+
+
 def strength_title(method: str | None) -> str:
     """A sentence from the table's ``method`` ("<model>, <interval>"), e.g.
     "Plackett-Luce (MM) strength (log worth) per system, 95% CI by percentile bootstrap over participants"."""
@@ -253,6 +295,7 @@ DRAWERS = {
     "map_": lambda table, **context: _region_maps(table, us_map=context.get("us_map", True)),
     "position_bias": lambda table, **context: {"position_bias": position_bias_chart(table, scale=context.get("scale"))},
     "strength": lambda table, **context: {"strength": strength_chart(table)},
+    "best_worst_shares": lambda table, **context: {"best_worst_shares": best_worst_shares_chart(table)},
 }
 
 
@@ -313,4 +356,5 @@ def metrics_figures(tables: dict[str, pd.DataFrame]) -> dict[str, dict[str, Any]
 __all__ = [
     "rating_axis_range", "rating_means_by_scenario", "win_grid", "regional_map", "region_bars", "position_bias_chart",
     "strength_chart", "strength_title", "results_figures", "metric_scatter", "metrics_figures", "REGIONS",
+    "best_worst_shares_chart",
 ]

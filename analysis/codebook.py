@@ -305,6 +305,42 @@ _WILCOXON: dict[str, Column] = {
                             "higher", NUMBER, "-1 to 1; blank when every difference is zero"),
 }
 
+_PAIR_SIDE = "over the pairs of the row's level, of the {side} side (the rater's mean rating in the {side} condition)"
+
+_DIMENSION_WILCOXON: dict[str, Column] = {
+    "dimension": _DESCRIPTIVES["dimension"],
+    "level": Column("what one pair is", TEXT, "rater_item (a rater x block: the rater's mean rating of the block's "
+                    "baseline responses and of its treatment responses), rater_mean (a rater: the means of that "
+                    "rater's rater_item pairs)"),
+    "baseline": Column("the study's baseline condition (the first side of every pair)", TEXT,
+                       "the study's baseline condition"),
+    "treatment": Column("the study's treatment condition (the second side of every pair)", TEXT,
+                        "the study's treatment condition"),
+    "n_pairs": Column("pairs at this level: rater x blocks (rater_item) or raters (rater_mean) with ratings in both "
+                      "conditions", INTEGER, COUNT),
+    "n_nonzero": Column("pairs whose difference is not zero (the pairs the test uses)", INTEGER, COUNT),
+    "n_raters": Column("raters (participants) in the pairs", INTEGER, COUNT),
+    "mean_baseline": Column("mean " + _PAIR_SIDE.format(side="baseline"), NUMBER, ON_SCALE),
+    "sd_baseline": Column("standard deviation (ddof=1) " + _PAIR_SIDE.format(side="baseline"), NUMBER,
+                          ">= 0; blank when n_pairs < 2"),
+    "mean_treatment": Column("mean " + _PAIR_SIDE.format(side="treatment"), NUMBER, ON_SCALE),
+    "sd_treatment": Column("standard deviation (ddof=1) " + _PAIR_SIDE.format(side="treatment"), NUMBER,
+                           ">= 0; blank when n_pairs < 2"),
+    "median_baseline": Column("median " + _PAIR_SIDE.format(side="baseline"), NUMBER, ON_SCALE),
+    "median_treatment": Column("median " + _PAIR_SIDE.format(side="treatment"), NUMBER, ON_SCALE),
+    "median_difference": Column("median of treatment - baseline over all the pairs (zero differences included)",
+                                NUMBER, "any real number; blank when n_pairs is 0"),
+    "W": Column("Wilcoxon signed-rank statistic: min(W+, W-) over the non-zero differences", NUMBER, NON_NEGATIVE),
+    "z": Column("normal approximation of the signed-rank statistic (tie-corrected, no continuity correction), "
+                "positive when the treatment condition is rated higher", NUMBER, ANY),
+    "p": Column("two-sided p-value of the Wilcoxon signed-rank test (scipy's default method: exact, or an exhaustive "
+                "permutation with ties up to 13 pairs, else the normal approximation)", NUMBER,
+                "0-1; blank when the test could not run"),
+    "rank_biserial": _WILCOXON["rank_biserial"],
+    "r": Column("effect size r = z / sqrt(n_nonzero), positive when the treatment condition is rated higher",
+                NUMBER, "-1 to 1; blank when the test could not run"),
+}
+
 _NOT_FOR_UNIT = "; blank when the unit is coarser"
 
 _RANK_SUMMARY: dict[str, Column] = {
@@ -349,6 +385,32 @@ _BEST_WORST: dict[str, Column] = {
     "worst": Column("times it was chosen as worst", INTEGER, COUNT),
     "best_minus_worst": Column("best - worst", INTEGER, "any integer"),
     "normalized": Column("(best - worst) / n_shown", NUMBER, "-1 (always worst) to 1 (always best)"),
+    "normalized_ci_low": Column("lower bound of the 95% percentile bootstrap interval of normalized (participants "
+                                "resampled with replacement)", NUMBER,
+                                "-1 to 1; blank when n_boot is 0 or fewer than 2 participants saw the source"),
+    "normalized_ci_high": Column("upper bound of the 95% percentile bootstrap interval of normalized (participants "
+                                 "resampled with replacement)", NUMBER,
+                                 "-1 to 1; blank when n_boot is 0 or fewer than 2 participants saw the source"),
+    "n_boot": Column("bootstrap resamples of participants", INTEGER, COUNT),
+}
+
+_BEST_WORST_SHARES: dict[str, Column] = {
+    "choice": Column("which pick the row counts", TEXT, "most, least"),
+    "n_sets": Column("choice sets (participant x block) that showed the source: the denominator of share", INTEGER,
+                     COUNT),
+    "n_participants": Column("participants who were shown the source", INTEGER, COUNT),
+    "count": Column("choice sets in which the source was picked (most or least, per choice)", INTEGER, COUNT),
+    "share": Column("count / n_sets: the share of the choice sets showing the source in which it was picked",
+                    NUMBER, "0-1"),
+    "ci_low": Column("lower bound of the 95% Wilson score interval of share", NUMBER, "0-1"),
+    "ci_high": Column("upper bound of the 95% Wilson score interval of share", NUMBER, "0-1"),
+    "chance_share": Column("share expected if every pick were at random: the mean over the source's choice sets of "
+                           "1 / (sources in the set)", NUMBER, "0-1"),
+    "chi2": Column("chi-square goodness-of-fit statistic of the counts of this choice across sources against equal "
+                   "counts (repeated on every row of the choice)", NUMBER,
+                   ">= 0; blank when the sources were shown in different numbers of sets, or there is one source"),
+    "df": Column("degrees of freedom of the chi-square test (sources - 1)", INTEGER, COUNT),
+    "p": Column("p-value of the equal-shares test of this choice", NUMBER, "0-1; blank when the test could not run"),
 }
 
 _AGREEMENT: dict[str, Column] = {
@@ -451,10 +513,12 @@ TABLE_COLUMNS: dict[str, dict[str, Column]] = {
     "kruskal.csv": _KRUSKAL,
     "region_means.csv": _REGION_MEANS,
     "wilcoxon.csv": _WILCOXON,
+    "dimension_wilcoxon.csv": _DIMENSION_WILCOXON,
     "rank_summary.csv": _RANK_SUMMARY,
     "friedman.csv": _FRIEDMAN,
     "bradley_terry.csv": _BRADLEY_TERRY,
     "best_worst.csv": _BEST_WORST,
+    "best_worst_shares.csv": _BEST_WORST_SHARES,
     "agreement.csv": _AGREEMENT,
     "rater_loo.csv": _RATER_LOO,
     "rater_judge.csv": _RATER_JUDGE,

@@ -16,6 +16,7 @@ import pandas as pd
 import pytest
 
 from analysis import codebook, exports, quality, registry, stats
+from analysis.design import study_design
 from analysis.zip_readme import zip_readme_text
 from tests.support import stats_data as data
 from tests.support.researcher import fill_with_bots, finished_run
@@ -174,7 +175,19 @@ def test_the_zip_of_a_full_run_describes_every_column_of_every_file(request, db,
     run = finished_run(study)
     archive = open_zip(run)
     names = set(archive.namelist())
-    assert {a.filename for a in registry.REGISTERED} | {"participants.csv", "ratings.csv"} <= names
+    # Exactly the tables the study's design applies to (the registry's ``needs``), and the two exports.
+    design = study_design(study.pk)
+    expected = {a.filename for a in registry.statistics_analyses(design=design.features)}
+    expected |= {"filter_flow.csv", "participants.csv", "ratings.csv"}
+    expected |= {"filter_flow_by_subgroup.csv"} if design.subgroups else set()
+    assert names - {"codebook.csv", "README.txt"} == expected
+    applies = {"tide": ({"win_table.csv", "ttests.csv", "anova.csv", "bradley_terry.csv"}, {"best_worst.csv"}),
+               "counselor": ({"dimension_wilcoxon.csv", "agreement.csv", "win_table.csv"},
+                             {"ttests.csv", "anova.csv", "best_worst.csv", "bradley_terry.csv"}),
+               "most_least": ({"best_worst.csv", "best_worst_shares.csv"},
+                              {"win_table.csv", "ttests.csv", "anova.csv", "descriptives.csv"})}
+    present, absent = applies[fixture]
+    assert present <= names and not absent & names
     assert "identifiers.csv" not in names
     assert_zip_is_described(archive)
 

@@ -712,7 +712,7 @@ def test_it_detects_a_planted_position_effect_and_mostly_not_a_null_one():
 EXPECTED_ANALYSES = [
     "win_table", "win_summary", "ttests", "anova", "welch_anova", "games_howell", "kruskal", "region_means",
     "descriptives", "wilcoxon", "rank_summary", "friedman", "bradley_terry", "best_worst", "agreement",
-    "rater_loo", "mixed_model", "ordinal_model", "position_bias",
+    "rater_loo", "mixed_model", "ordinal_model", "position_bias", "dimension_wilcoxon", "best_worst_shares",
 ]
 
 

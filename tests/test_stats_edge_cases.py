@@ -28,7 +28,8 @@ COLUMNS = {
     "wilcoxon": S.WILCOXON_COLUMNS, "rank_summary": S.RANK_SUMMARY_COLUMNS, "friedman": S.FRIEDMAN_COLUMNS,
     "bradley_terry": S.BRADLEY_TERRY_COLUMNS, "best_worst": S.BEST_WORST_COLUMNS, "agreement": S.ALPHA_COLUMNS,
     "rater_loo": S.RATER_LOO_COLUMNS, "mixed_model": S.MODEL_COLUMNS, "ordinal_model": S.MODEL_COLUMNS,
-    "position_bias": S.POSITION_COLUMNS,
+    "position_bias": S.POSITION_COLUMNS, "dimension_wilcoxon": S.DIMENSION_WILCOXON_COLUMNS,
+    "best_worst_shares": S.BEST_WORST_SHARES_COLUMNS,
 }
 LABELS = ["participant_id", "block_id", "scenario", "response_id", "model", "condition", "dimension"]
 

@@ -7,9 +7,9 @@ per test or per cell. Nothing here does I/O, touches Django, or mutates its
 inputs.
 
 The functions live in one module per family (``primitives``, ``comparisons``,
-``demographics``, ``regional``, ``rankings``, ``reliability``,
-``regression``); this package re-exports them, so ``from analysis import
-stats`` and ``stats.win_table(...)`` work as they always did.
+``paired_dimensions``, ``demographics``, ``regional``, ``rankings``,
+``best_worst``, ``reliability``, ``regression``); this package re-exports
+them, so ``from analysis import stats`` and ``stats.win_table(...)`` work as they always did.
 
 Conventions shared by all tables:
 
@@ -41,8 +41,8 @@ from analysis.stats.primitives import (
     rank_biserial,
 )
 from analysis.stats.rankings import (
-    BEST_WORST_COLUMNS, BRADLEY_TERRY_COLUMNS, FRIEDMAN_COLUMNS, POSITION_COLUMNS, RANK_SUMMARY_COLUMNS,
-    best_worst_scores, bradley_terry, friedman_by_block, plackett_luce, position_bias, rank_summary,
+    BRADLEY_TERRY_COLUMNS, FRIEDMAN_COLUMNS, POSITION_COLUMNS, RANK_SUMMARY_COLUMNS,
+    bradley_terry, friedman_by_block, plackett_luce, position_bias, rank_summary,
 )
 from analysis.stats.regional import (
     ANOVA_COLUMNS, GAMES_HOWELL_COLUMNS, KRUSKAL_COLUMNS, REGION_MEANS_COLUMNS, WELCH_COLUMNS, region_means,
@@ -53,6 +53,10 @@ from analysis.stats.reliability import (
     ALPHA_COLUMNS, JUDGE_COLUMNS, RATER_LOO_COLUMNS, alpha_from_values, krippendorff_alpha, rater_judge_agreement,
     rater_loo_correlation,
 )
+from analysis.stats.best_worst import (
+    BEST_WORST_COLUMNS, BEST_WORST_SHARES_COLUMNS, best_worst_scores, best_worst_shares,
+)
+from analysis.stats.paired_dimensions import DIMENSION_WILCOXON_COLUMNS, PAIRING_LEVELS, dimension_wilcoxon
 
 __all__ = [
     "ALPHA", "ALPHA_COLUMNS", "ANOVA_COLUMNS", "BEST_WORST_COLUMNS",
@@ -66,4 +70,6 @@ __all__ = [
     "position_bias", "rank_biserial", "rank_summary", "rater_judge_agreement", "rater_loo_correlation",
     "region_means", "regional_anova", "regional_games_howell", "regional_kruskal", "regional_welch",
     "sensitivity", "win_summary", "win_summary_of_ratings", "win_table",
+    "BEST_WORST_SHARES_COLUMNS", "DIMENSION_WILCOXON_COLUMNS", "PAIRING_LEVELS", "best_worst_shares",
+    "dimension_wilcoxon",
 ]
