@@ -85,6 +85,12 @@ def scale_label(dimension: Dimension, point: int) -> str:
     return f"{point} ({words})" if words else str(point)
 
 
+def entered_value(form: forms.Form, name: str) -> str:
+    """What a control shows: the posted value of a bound form; otherwise the ``initial`` one, which
+    is the participant's draft of the page (``surveys.drafts``), if any."""
+    return str((form.data if form.is_bound else form.initial).get(name, ""))
+
+
 def _radio_options(name: str, values: list[tuple[str, str]], chosen: str) -> list[Option]:
     return [Option(value=v, label=label, input_id=f"id-{name}-{v}", selected=v == chosen) for v, label in values]
 
@@ -92,8 +98,10 @@ def _radio_options(name: str, values: list[tuple[str, str]], chosen: str) -> lis
 class PageForm(forms.Form):
     """The answers of one block or attention-check page."""
 
-    def __init__(self, data=None, *, page: VisitPage, ranking: bool, best_worst: bool):
-        super().__init__(data)
+    def __init__(
+        self, data=None, *, page: VisitPage, ranking: bool, best_worst: bool, initial: dict[str, str] | None = None
+    ):
+        super().__init__(data, initial=initial)
         self.page = page
         self.ranking = ranking and not page.is_check
         self.best_worst = best_worst and not page.is_check
@@ -217,7 +225,7 @@ class PageForm(forms.Form):
     # --- what the template renders ---------------------------------------------------
 
     def _value(self, name: str) -> str:
-        return str(self.data.get(name, "")) if self.is_bound else ""
+        return entered_value(self, name)
 
     def _error(self, name: str) -> str:
         return " ".join(self.errors.get(name, [])) if self.is_bound else ""
@@ -324,8 +332,11 @@ class PageForm(forms.Form):
 class DemographicsForm(forms.Form):
     """Every question is optional, and every question offers "Prefer not to answer"."""
 
-    def __init__(self, data=None, *, questions: list[DemographicQuestion], end_questions: list[FreeTextQuestion]):
-        super().__init__(data)
+    def __init__(
+        self, data=None, *, questions: list[DemographicQuestion], end_questions: list[FreeTextQuestion],
+        initial: dict[str, str] | None = None,
+    ):
+        super().__init__(data, initial=initial)
         self.questions = questions
         self.end_questions = end_questions
         for question in questions:
@@ -348,7 +359,7 @@ class DemographicsForm(forms.Form):
     def controls(self) -> list[Control]:
         out = []
         for question in self.questions:
-            chosen = str(self.data.get(question.key, "")) if self.is_bound else ""
+            chosen = entered_value(self, question.key)
             options = [Option("", "Choose an answer", selected=chosen == "")] + [
                 Option(value, label, selected=chosen == value) for value, label in demographic_choices(question)
             ]
@@ -367,7 +378,7 @@ class DemographicsForm(forms.Form):
             Control(
                 name=f"text-{q.key}",
                 label=q.prompt,
-                value=str(self.data.get(f"text-{q.key}", "")) if self.is_bound else "",
+                value=entered_value(self, f"text-{q.key}"),
                 error=" ".join(self.errors.get(f"text-{q.key}", [])) if self.is_bound else "",
                 max_length=q.max_length,
                 required=q.required,
