@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from surveys.forms import TAMPER_MESSAGE
-from surveys.models import BlockVisit, FreeTextAnswer, Participant, Rating
+from surveys.models import BlockVisit, Draft, FreeTextAnswer, Participant, Rating
 
 FUZZ = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
@@ -187,3 +187,33 @@ def test_nul_bytes_in_the_panel_parameters_do_not_break_enrolment(client, tide):
     assert response.status_code == 303
     participant = Participant.objects.get(study=tide, external_id="e" * 24)
     assert "\x00" not in participant.panel_study_id + participant.panel_session_id
+
+
+@pytest.mark.slow
+@FUZZ
+@given(data=st.data())
+def test_a_draft_with_bad_values_is_refused_with_a_reason_and_writes_nothing(on_a_block, tide, steps, data):
+    _, spec = steps.page(on_a_block, tide)
+    valid = {k: str(v) for k, v in steps.answers(spec).items()}
+    posted = dict(valid)
+    for name in data.draw(st.lists(st.sampled_from([n for n in valid if n != "visit"]), min_size=1, unique=True)):
+        value = data.draw(junk)
+        assume(value.strip() and value not in {str(i) for i in range(1, 6)})  # blank: nothing entered
+        posted[name] = value
+    posted.update(data.draw(st.dictionaries(st.text(min_size=1, max_size=20), junk, max_size=3)))
+    response = on_a_block.post(f"/s/{tide.slug}/page/draft/", posted)
+    assert response.status_code in {400, 409}, response.status_code
+    assert response.json()["error"]
+    assert not Draft.objects.exists()
+
+
+@pytest.mark.slow
+@FUZZ
+@given(answers=st.dictionaries(st.sampled_from(["age", "sex", "gender", "race", "hispanic", "education",
+                                                "employment", "state"]), junk, min_size=1))
+def test_a_draft_of_the_final_questions_with_bad_values_is_a_400(at_demographics, tide, answers):
+    client, _ = at_demographics
+    assume(any(value.strip() for value in answers.values()))
+    response = client.post(f"/s/{tide.slug}/about-you/draft/", answers)
+    assert response.status_code == 400 and response.json()["error"]
+    assert not Draft.objects.exists()
