@@ -159,5 +159,5 @@ def end_of_study_questions(*, study: Study) -> list[FreeTextQuestion]:
 def draft_fields(*, participant_id: int, visit_id: int | None) -> dict[str, str]:
     """What the participant had entered on a page without submitting it (``visit_id`` None: the final
     questions), field name -> value; empty when nothing was kept."""
-    fields = Draft.objects.filter(participant_id=participant_id, visit_id=visit_id).values_list("fields", flat=True).first()
-    return fields or {}
+    drafts = Draft.objects.filter(participant_id=participant_id, visit_id=visit_id)
+    return drafts.values_list("fields", flat=True).first() or {}

@@ -102,7 +102,8 @@ def test_an_untouched_ranking_stays_unranked_and_a_last_change_before_leaving_is
         time.sleep(0.05)
     assert _draft_fields(participant) == {f"rate-{placements[0]}-empathy": "4", f"rate-{placements[1]}-empathy": "1"}
     page.reload()
-    assert page.is_checked(f"#id-rate-{placements[0]}-empathy-4") and page.is_checked(f"#id-rate-{placements[1]}-empathy-1")
+    assert page.is_checked(f"#id-rate-{placements[0]}-empathy-4")
+    assert page.is_checked(f"#id-rate-{placements[1]}-empathy-1")
     assert _rank_values(page) == [""] * 5 and _rank_order(page) == placements
     assert page.locator("[data-rank-note]").inner_text().startswith("Not ranked yet.")
     page.context.close()

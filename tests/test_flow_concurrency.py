@@ -104,7 +104,9 @@ def test_a_draft_racing_its_pages_submit_never_outlives_it(transactional_db, tid
         services.visit_mark_shown(visit_id=page.visit.pk)
         work = (
             lambda: drafts.draft_save(participant_id=participant.pk, visit_id=page.visit.pk, fields={"a": "1"}),
-            lambda: services.block_answer_submit(participant_id=participant.pk, visit_id=page.visit.pk, answers=answers),
+            lambda: services.block_answer_submit(
+                participant_id=participant.pk, visit_id=page.visit.pk, answers=answers
+            ),
         )
         _, outcome = _in_threads(2, lambda i: work[i]())
         assert outcome == services.SubmitOutcome.SAVED
