@@ -83,6 +83,12 @@ def scale_label(dimension: Dimension, point: int) -> str:
     return f"{point} ({words})" if words else str(point)
 
 
+def entered_value(form: forms.Form, name: str) -> str:
+    """What a control shows: the posted value of a bound form; otherwise the ``initial`` one, which
+    is the participant's draft of the page (``surveys.drafts``), if any."""
+    return str((form.data if form.is_bound else form.initial).get(name, ""))
+
+
 def _radio_options(name: str, values: list[tuple[str, str]], chosen: str) -> list[Option]:
     return [Option(value=v, label=label, input_id=f"id-{name}-{v}", selected=v == chosen) for v, label in values]
 
@@ -90,9 +96,11 @@ def _radio_options(name: str, values: list[tuple[str, str]], chosen: str) -> lis
 class PageForm(forms.Form):
     """The answers of one block or attention-check page."""
 
-    def __init__(self, data=None, *, page: VisitPage, ranking: bool, best_worst: bool, construct: str = "preferred",
-                 letter_labels: bool = False):
-        super().__init__(data)
+    def __init__(
+        self, data=None, *, page: VisitPage, ranking: bool, best_worst: bool, construct: str = "preferred",
+        letter_labels: bool = False, initial: dict[str, str] | None = None,
+    ):
+        super().__init__(data, initial=initial)
         self.page = page
         self.letter_labels = letter_labels
         self.construct = construct  # the study's word for what is judged: "the most <construct> response"
@@ -218,7 +226,7 @@ class PageForm(forms.Form):
     # --- what the template renders ---------------------------------------------------
 
     def _value(self, name: str) -> str:
-        return str(self.data.get(name, "")) if self.is_bound else ""
+        return entered_value(self, name)
 
     def _error(self, name: str) -> str:
         return " ".join(self.errors.get(name, [])) if self.is_bound else ""
@@ -322,6 +330,20 @@ class PageForm(forms.Form):
         return [(anchor, message) for message, anchor in listed.items()]
 
 
+class DemographicAnswerField(forms.CharField):
+    """The answer to one demographic question: checked by the question's rules, cleaned to its stored form."""
+
+    def __init__(self, question: DemographicQuestion):
+        super().__init__(required=False, strip=True)
+        self.question = question
+
+    def clean(self, value) -> str:
+        value = super().clean(value)
+        if problem := demographics.answer_problem(self.question, value):
+            raise forms.ValidationError(problem, code="invalid")
+        return demographics.stored_answer(self.question, value)
+
+
 class DemographicsForm(forms.Form):
     """Every question is optional, and every question accepts "Prefer not to answer".
 
@@ -329,12 +351,15 @@ class DemographicsForm(forms.Form):
     questions are typed. The rules live in ``surveys.demographics``.
     """
 
-    def __init__(self, data=None, *, questions: list[DemographicQuestion], end_questions: list[FreeTextQuestion]):
-        super().__init__(data)
+    def __init__(
+        self, data=None, *, questions: list[DemographicQuestion], end_questions: list[FreeTextQuestion],
+        initial: dict[str, str] | None = None,
+    ):
+        super().__init__(data, initial=initial)
         self.questions = questions
         self.end_questions = end_questions
         for question in questions:
-            self.fields[question.key] = forms.CharField(required=False, strip=True)
+            self.fields[question.key] = DemographicAnswerField(question)
         for question in end_questions:
             self.fields[f"text-{question.key}"] = forms.CharField(
                 max_length=question.max_length,
@@ -346,21 +371,10 @@ class DemographicsForm(forms.Form):
                 },
             )
 
-    def clean(self) -> dict:
-        cleaned = super().clean()
-        for question in self.questions:
-            value = cleaned.get(question.key, "")
-            problem = demographics.answer_problem(question, value)
-            if problem:
-                self.add_error(question.key, problem)
-            else:
-                cleaned[question.key] = demographics.stored_answer(question, value)
-        return cleaned
-
     def controls(self) -> list[Control]:
         out = []
         for question in self.questions:
-            chosen = str(self.data.get(question.key, "")) if self.is_bound else ""
+            chosen = entered_value(self, question.key)
             options = []
             if demographics.offers_list(question):
                 options = [Option("", "Choose an answer", selected=chosen == "")] + [
@@ -388,7 +402,7 @@ class DemographicsForm(forms.Form):
             Control(
                 name=f"text-{q.key}",
                 label=q.prompt,
-                value=str(self.data.get(f"text-{q.key}", "")) if self.is_bound else "",
+                value=entered_value(self, f"text-{q.key}"),
                 error=" ".join(self.errors.get(f"text-{q.key}", [])) if self.is_bound else "",
                 max_length=q.max_length,
                 required=q.required,

@@ -452,3 +452,32 @@ class FreeTextAnswer(models.Model):
                 name="free_text_answer_once_per_visit",
             ),
         ]
+
+
+class Draft(models.Model):
+    """What a participant has entered on their current page but not yet submitted.
+
+    Kept so that a reload, a return through the study link or another device
+    finds the page as it was left. A draft is never an answer: nothing that reads
+    answers (frames, exports, quality rules, progress, completion) reads this
+    table, and submitting the page deletes it. ``fields`` maps the page's form
+    field names to the values entered, as the page would post them.
+    """
+
+    participant = models.ForeignKey(Participant, on_delete=models.CASCADE, related_name="drafts")
+    # The block or check page; empty for the final questions (about the person, end of study).
+    # The unique constraint's index serves lookups and cascades.
+    visit = models.ForeignKey(
+        BlockVisit, on_delete=models.CASCADE, null=True, blank=True, related_name="drafts", db_index=False
+    )
+    fields = models.JSONField(default=dict)
+    saved_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            # One draft per page: the latest state of the page replaces the one before.
+            models.UniqueConstraint(fields=["visit"], name="draft_once_per_visit"),
+            models.UniqueConstraint(
+                fields=["participant"], condition=Q(visit__isnull=True), name="draft_once_for_final_questions"
+            ),
+        ]

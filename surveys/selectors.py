@@ -15,6 +15,7 @@ from .models import (
     BlockVisit,
     DemographicQuestion,
     Dimension,
+    Draft,
     FreeTextQuestion,
     ItemPlacement,
     Participant,
@@ -153,3 +154,10 @@ def demographic_questions(*, study: Study) -> list[DemographicQuestion]:
 
 def end_of_study_questions(*, study: Study) -> list[FreeTextQuestion]:
     return list(FreeTextQuestion.objects.filter(study=study, per_block=False))
+
+
+def draft_fields(*, participant_id: int, visit_id: int | None) -> dict[str, str]:
+    """What the participant had entered on a page without submitting it (``visit_id`` None: the final
+    questions), field name -> value; empty when nothing was kept."""
+    drafts = Draft.objects.filter(participant_id=participant_id, visit_id=visit_id)
+    return drafts.values_list("fields", flat=True).first() or {}

@@ -18,7 +18,7 @@ from enum import Enum
 from django.db import IntegrityError, transaction
 from django.db.models import Count, F
 
-from . import clock, demographics, limits
+from . import clock, demographics, drafts, limits
 from .models import (
     AttentionCheck,
     Block,
@@ -247,6 +247,7 @@ def block_answer_submit(*, participant_id: int, visit_id: int, answers: PageAnsw
     else:
         _save_block(participant, visit, answers)
     BlockVisit.objects.filter(pk=visit.pk).update(submitted_at=now, shown_at=visit.shown_at or now)
+    drafts.draft_discard(participant_id=participant.pk, visit_id=visit.pk)
     Participant.objects.filter(pk=participant.pk).update(last_seen_at=now)
     return SubmitOutcome.SAVED
 
@@ -336,6 +337,7 @@ def participant_demographics_submit(
             for qid, text in (free_text or {}).items()
             if text
         )
+        drafts.draft_discard(participant_id=participant.pk, visit_id=None)
 
 
 class NotFinished(Exception):
@@ -361,7 +363,9 @@ def participant_complete(*, participant_id: int) -> Participant:
 
 
 def participant_exit(*, participant_id: int) -> None:
-    """Leaving early: the answers so far stay, finished_at stays empty."""
-    Participant.objects.filter(pk=participant_id, status=Participant.Status.IN_PROGRESS).update(
-        status=Participant.Status.EXITED, last_seen_at=clock.now()
-    )
+    """Leaving early: the answers so far stay, finished_at stays empty; drafts go (never submitted)."""
+    with transaction.atomic():
+        Participant.objects.filter(pk=participant_id, status=Participant.Status.IN_PROGRESS).update(
+            status=Participant.Status.EXITED, last_seen_at=clock.now()
+        )
+        drafts.drafts_discard_all(participant_id=participant_id)

@@ -17,12 +17,13 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.contrib.auth.views import redirect_to_login
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_POST
 
-from . import clock, limits, recruitment, selectors, services
+from . import clock, drafts, limits, recruitment, selectors, services
 from .forms import TAMPER_MESSAGE, DemographicsForm, PageForm
 from .models import Participant, Study
 from .selectors import ParticipantState, Step
@@ -279,21 +280,40 @@ def page(request: HttpRequest, slug: str) -> HttpResponse:
         return _submit_page(request, flow, visit_id)
     services.visit_mark_shown(visit_id=visit_id)
     welcome = _welcome_back(request, flow)
-    return _render_page(request, flow, _page_form(flow, visit_id, data=None), welcome_back=welcome)
+    draft = selectors.draft_fields(participant_id=flow.participant.pk, visit_id=visit_id)
+    form = _page_form(flow, visit_id, data=None, initial=draft)
+    return _render_page(request, flow, form, welcome_back=welcome, draft_restored=bool(draft))
 
 
-def _page_form(flow: Flow, visit_id: int, data) -> PageForm:
+def _page_form(flow: Flow, visit_id: int, data, initial: dict[str, str] | None = None) -> PageForm:
     visit_page = selectors.visit_page_get(visit_id=visit_id, study=flow.study)
-    return PageForm(data, page=visit_page, ranking=flow.study.ranking_enabled, best_worst=flow.study.best_worst_enabled,
-                    construct=flow.study.construct, letter_labels=flow.study.letter_labels)
+    return PageForm(
+        data,
+        page=visit_page,
+        ranking=flow.study.ranking_enabled,
+        best_worst=flow.study.best_worst_enabled,
+        construct=flow.study.construct,
+        letter_labels=flow.study.letter_labels,
+        initial=initial,
+    )
 
 
 def _render_page(
-    request: HttpRequest, flow: Flow, form: PageForm, status: int = 200, welcome_back: bool = False
+    request: HttpRequest,
+    flow: Flow,
+    form: PageForm,
+    status: int = 200,
+    welcome_back: bool = False,
+    draft_restored: bool = False,
 ) -> HttpResponse:
     template = "surveys/check.html" if form.page.is_check else "surveys/block.html"
     context = _page_context(
-        flow, form=form, visit=form.page.visit, time_left=_time_left(flow), welcome_back=welcome_back
+        flow,
+        form=form,
+        visit=form.page.visit,
+        time_left=_time_left(flow),
+        welcome_back=welcome_back,
+        draft_restored=draft_restored,
     )
     return render(request, template, context, status=status)
 
@@ -332,12 +352,8 @@ def demographics(request: HttpRequest, slug: str) -> HttpResponse:
     flow = _flow_at(request, slug, Step.DEMOGRAPHICS)
     if isinstance(flow, HttpResponse):
         return flow
-    form = DemographicsForm(
-        request.POST if request.method == "POST" else None,
-        questions=selectors.demographic_questions(study=flow.study),
-        end_questions=selectors.end_of_study_questions(study=flow.study),
-    )
     if request.method == "POST":
+        form = _demographics_form(flow, data=request.POST)
         if form.is_valid():
             services.participant_demographics_submit(
                 participant_id=flow.participant.pk, answers=form.answers(), free_text=form.free_text()
@@ -346,7 +362,18 @@ def demographics(request: HttpRequest, slug: str) -> HttpResponse:
             services.participant_complete(participant_id=flow.participant.pk)
             return _go(slug, Step.DONE)
         return render(request, "surveys/demographics.html", _page_context(flow, form=form), status=400)
-    return render(request, "surveys/demographics.html", _page_context(flow, form=form))
+    draft = selectors.draft_fields(participant_id=flow.participant.pk, visit_id=None)
+    form = _demographics_form(flow, data=None, initial=draft)
+    return render(request, "surveys/demographics.html", _page_context(flow, form=form, draft_restored=bool(draft)))
+
+
+def _demographics_form(flow: Flow, data, initial: dict[str, str] | None = None) -> DemographicsForm:
+    return DemographicsForm(
+        data,
+        questions=selectors.demographic_questions(study=flow.study),
+        end_questions=selectors.end_of_study_questions(study=flow.study),
+        initial=initial,
+    )
 
 
 @never_cache
@@ -388,6 +415,65 @@ def exit_study(request: HttpRequest, slug: str) -> HttpResponse:
             services.participant_exit(participant_id=flow.participant.pk)
         return _go(slug, Step.EXITED)
     return render(request, "surveys/exit.html", _page_context(flow))
+
+
+# --- drafts: what is entered on a page, kept until it is submitted ----------------------------
+# The page's script posts its whole form as answers change; see surveys.drafts. Answers are JSON
+# (or 204) for that script; the pages themselves never depend on it.
+
+DRAFT_NO_SESSION = "Your session has ended; open the study link again to continue."
+DRAFT_NOT_CURRENT = "This page is no longer your current page; reload it to continue."
+_VISIT_ID = re.compile(r"[0-9]{1,18}")
+
+
+@never_cache
+@require_POST
+def page_draft(request: HttpRequest, slug: str) -> HttpResponse:
+    flow = _draft_flow(request, slug, Step.PAGE)
+    if isinstance(flow, HttpResponse):
+        return flow
+    posted = request.POST.get("visit", "")
+    if not _VISIT_ID.fullmatch(posted):
+        return _draft_refused(400, "The draft does not say which page it belongs to (visit).")
+    visit_id = flow.state.current_visit_id
+    if int(posted) != visit_id:
+        return _draft_refused(409, DRAFT_NOT_CURRENT)
+    return _draft_keep(request, flow, visit_id, _page_form(flow, visit_id, data=None))
+
+
+@never_cache
+@require_POST
+def demographics_draft(request: HttpRequest, slug: str) -> HttpResponse:
+    flow = _draft_flow(request, slug, Step.DEMOGRAPHICS)
+    if isinstance(flow, HttpResponse):
+        return flow
+    return _draft_keep(request, flow, None, _demographics_form(flow, data=None))
+
+
+def _draft_flow(request: HttpRequest, slug: str, step: Step) -> Flow | HttpResponse:
+    """The flow when ``step`` is the participant's current one; otherwise the refusal to send."""
+    flow = _load_flow(request, slug)
+    if isinstance(flow, HttpResponse):  # the page explaining the session has ended
+        return _draft_refused(403, DRAFT_NO_SESSION)
+    if flow.step != step:
+        return _draft_refused(409, DRAFT_NOT_CURRENT)
+    return flow
+
+
+def _draft_keep(
+    request: HttpRequest, flow: Flow, visit_id: int | None, form: PageForm | DemographicsForm
+) -> HttpResponse:
+    try:
+        fields = drafts.draft_fields_clean(form=form, posted=request.POST)
+    except drafts.DraftRejected as error:
+        return _draft_refused(400, str(error))
+    if not drafts.draft_save(participant_id=flow.participant.pk, visit_id=visit_id, fields=fields):
+        return _draft_refused(409, DRAFT_NOT_CURRENT)  # submitted meanwhile, in another tab
+    return HttpResponse(status=204)
+
+
+def _draft_refused(status: int, message: str) -> JsonResponse:
+    return JsonResponse({"error": message}, status=status)
 
 
 NOTICES = {

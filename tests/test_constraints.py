@@ -12,7 +12,7 @@ from analysis.models import (
     AnalysisRun, EmbeddingCache, GoldScore, MetricsRun, MetricsTable, ParticipantResult, ResultTable,
 )
 from surveys.models import (
-    AttentionCheck, Block, BlockVisit, Condition, ConsentDecline, DemographicQuestion, Dimension, FreeTextAnswer,
+    AttentionCheck, Block, BlockVisit, Condition, ConsentDecline, DemographicQuestion, Dimension, Draft, FreeTextAnswer,
     FreeTextQuestion, Item, ItemPlacement, Participant, Rating, Scenario, Study, System, TurnAway,
 )
 
@@ -97,6 +97,10 @@ BAD_ROWS = {
                                          FreeTextAnswer.objects.create(participant=Participant.objects.get(pseudonym="p1"), question=FreeTextQuestion.objects.get(key="k"), text="b")],
     "free_text_answer_once_per_visit": lambda s: [FreeTextAnswer.objects.create(participant=Participant.objects.get(pseudonym="p99"), visit=v, question=q, text=t)
                                                    for v in [_visit(s)] for q in [FreeTextQuestion.objects.create(study=s, key="k", prompt="x", per_block=True)] for t in "ab"],
+    "draft_once_per_visit": lambda s: [Draft.objects.create(participant=v.participant, visit=v, fields={}, saved_at=NOW)
+                                       for v in [_visit(s)] for _ in range(2)],
+    "draft_once_for_final_questions": lambda s: [Draft.objects.create(participant=p, fields={}, saved_at=NOW)
+                                                 for p in [_participant(s)] for _ in range(2)],
     "run_status_known": lambda s: AnalysisRun.objects.create(study=s, status="paused"),
     "run_done_has_finish_time": lambda s: AnalysisRun.objects.create(study=s, status="done"),
     "result_unique_participant": lambda s: [ParticipantResult.objects.create(run=r, participant=p) for r in [AnalysisRun.objects.create(study=s)] for p in [_participant(s)] for _ in range(2)],

@@ -340,14 +340,14 @@ def test_the_progress_bar_counts_blocks(client, tide, steps):
 
 
 # Session read, participant with study, visit list (with the block times of the
-# time estimate), shown_at stamp, the visit, its dimensions, placements with
-# items, free-text questions. No session write: web/sessions.py saves an
-# unchanged session only every SESSION_REFRESH_SECONDS.
-BLOCK_GET_QUERIES = 8
+# time estimate), shown_at stamp, the draft to fill the page in from, the visit,
+# its dimensions, placements with items, free-text questions. No session write:
+# web/sessions.py saves an unchanged session only every SESSION_REFRESH_SECONDS.
+BLOCK_GET_QUERIES = 9
 # The reads of the page (without the time estimate), then the locked save (savepoint,
 # lock, current visit, placements, dimensions, ratings, ranks, submitted_at,
-# last_seen_at, release).
-BLOCK_POST_QUERIES = 17
+# the draft's deletion, last_seen_at, release).
+BLOCK_POST_QUERIES = 18
 
 
 @pytest.mark.parametrize("answered", [0, 20])

@@ -126,6 +126,11 @@ EXPECTED: dict[str, Expect] = {
     "surveys:instructions": public(P + "/instructions/", NO_SESSION, participant=200),
     "surveys:page": public(P + "/page/", NO_SESSION, participant=AT_INSTRUCTIONS),
     "surveys:demographics": public(P + "/about-you/", NO_SESSION, participant=AT_INSTRUCTIONS),
+    # Drafts answer the page's script: 403 without a survey session, 409 when that page is not the
+    # participant's current one (this participant is at the instructions).
+    "surveys:page_draft": Expect(P + "/page/draft/", {**dict.fromkeys(ROLES, 403), "participant": 409}, "POST"),
+    "surveys:demographics_draft": Expect(P + "/about-you/draft/", {**dict.fromkeys(ROLES, 403), "participant": 409},
+                                         "POST"),
     "surveys:done": public(P + "/done/", NO_SESSION, participant=AT_INSTRUCTIONS),
     "surveys:exit": public(P + "/exit/", 200),
     "surveys:left": public(P + "/left/"),
