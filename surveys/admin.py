@@ -54,7 +54,7 @@ class StudyAdmin(admin.ModelAdmin):
             "fields": ("consent_text", "instructions_text", "question_text", "ranking_enabled", "best_worst_enabled"),
         }),
         ("Recruitment", {"fields": ("id_param", "study_param", "session_param", "id_pattern", "completion_code",
-                                    "completion_url", "target_completions")}),
+                                    "completion_url", "target_completions", "estimated_minutes", "hold_minutes")}),
         ("Quality rules", {"fields": ("duration_min_minutes", "duration_max_minutes", "fast_block_seconds",
                                       "fast_share_max", "straightline_sd_max", "straightline_mae_min",
                                       "attention_failures_allowed")}),

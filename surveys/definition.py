@@ -156,6 +156,15 @@ class RecruitmentDef(Strict):
         description="http(s) URL; {code} (the only placeholder) becomes the completion code; empty: no panel to return to",
     )
     target_completions: int | None = Field(default=None, gt=0)
+    estimated_minutes: int | None = Field(
+        default=None, ge=1, le=24 * 60,
+        description="how long the study takes, as announced to participants; a place is held for twice this",
+    )
+    hold_minutes: int | None = Field(
+        default=None, ge=1, le=30 * 24 * 60,
+        description="how long a participant in progress holds a place; default 2 x estimated_minutes, "
+                    "else quality.duration_max_minutes",
+    )
     id_param: Param = "PROLIFIC_PID"
     study_param: Param = "STUDY_ID"
     session_param: Param = "SESSION_ID"

@@ -44,6 +44,9 @@ class Study(models.Model):
         max_length=limits.COMPLETION_URL, default="https://app.prolific.com/submissions/complete?cc={code}"
     )
     target_completions = models.PositiveIntegerField(null=True, blank=True)
+    # Held places (surveys.places): how long a participant in progress keeps a place.
+    estimated_minutes = models.PositiveIntegerField(null=True, blank=True)
+    hold_minutes = models.PositiveIntegerField(null=True, blank=True)
 
     # Quality rules (DESIGN 3.2); a run copies the values it used.
     duration_min_minutes = models.FloatField(default=10)
@@ -76,6 +79,11 @@ class Study(models.Model):
             models.CheckConstraint(
                 condition=Q(target_completions__isnull=True) | Q(target_completions__gt=0),
                 name="study_target_positive",
+            ),
+            models.CheckConstraint(
+                condition=(Q(estimated_minutes__isnull=True) | Q(estimated_minutes__gt=0))
+                & (Q(hold_minutes__isnull=True) | Q(hold_minutes__gt=0)),
+                name="study_hold_times_positive",
             ),
         ]
 
@@ -282,6 +290,9 @@ class Participant(models.Model):
     blocks_assigned = models.PositiveIntegerField(default=0)
     demographics_done = models.BooleanField(default=False)
     completion_code = models.CharField(max_length=limits.COMPLETION_CODE, blank=True)
+    # While in progress, the participant holds a place until then (surveys.places); empty: holds none
+    # (previews, imports).
+    hold_expires_at = models.DateTimeField(null=True, blank=True)
 
     age = models.CharField(max_length=limits.DEMOGRAPHIC_ANSWER["age"], blank=True)
     sex = models.CharField(max_length=limits.DEMOGRAPHIC_ANSWER["sex"], blank=True)

@@ -22,7 +22,7 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.cache import never_cache
 
-from . import clock, limits, recruitment, selectors, services
+from . import clock, limits, places, recruitment, selectors, services
 from .forms import TAMPER_MESSAGE, DemographicsForm, PageForm
 from .models import Participant, Study
 from .selectors import ParticipantState, Step
@@ -99,10 +99,14 @@ def _load_flow(request: HttpRequest, slug: str) -> Flow | HttpResponse:
 
 
 def _flow_at(request: HttpRequest, slug: str, step: Step) -> Flow | HttpResponse:
-    """The flow when ``step`` is the current one; otherwise a redirect to the current one."""
+    """The flow when ``step`` is the current one; otherwise a redirect to the current one
+    (or the "time ran out" page when the participant's hold lapsed and the study is full)."""
     flow = _load_flow(request, slug)
     if isinstance(flow, HttpResponse):
         return flow
+    if flow.participant and places.hold_needs_renewal(flow.participant):
+        if not places.hold_renew(participant=flow.participant):
+            return _notice(slug, "time-up")
     if flow.step != step:
         return _go(slug, flow.step)
     return flow
@@ -186,7 +190,7 @@ def _panel_value(request: HttpRequest, name: str) -> str:
 def _refuse_newcomer(request: HttpRequest, study: Study) -> HttpResponse | None:
     if not study.is_open:
         return _notice(study.slug, "closed")
-    if selectors.study_is_full(study=study):
+    if places.study_is_full(study=study):
         services.turn_away_record(study=study)
         return _notice(study.slug, "full")
     return None
@@ -393,6 +397,7 @@ NOTICES = {
     "declined": "surveys/notice_declined.html",
     "full": "surveys/notice_full.html",
     "closed": "surveys/notice_closed.html",
+    "time-up": "surveys/notice_time_up.html",
 }
 
 

@@ -50,6 +50,7 @@ BAD_ROWS = {
     "study_mae_threshold_nonnegative": lambda s: _study_copy(s, straightline_mae_min=-0.1),
     "study_completion_code_set": lambda s: _study_copy(s, completion_code=""),
     "study_target_positive": lambda s: _study_copy(s, target_completions=0),
+    "study_hold_times_positive": lambda s: _study_copy(s, hold_minutes=0),
     "system_unique_name": lambda s: System.objects.create(study=s, name=s.systems.first().name),
     "condition_unique_name": lambda s: Condition.objects.create(study=s, name="reference"),
     "scenario_unique_key": lambda s: Scenario.objects.create(study=s, key="S1", user_input="x"),
