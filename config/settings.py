@@ -312,8 +312,8 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["mask_ids"]}},
     "loggers": {
         "django.server": {"handlers": ["console"], "level": "INFO", "propagate": False},
-        "gunicorn.access": {"handlers": ["console"], "level": "INFO", "propagate": False},
-        "gunicorn.error": {"handlers": ["console"], "level": "INFO", "propagate": False},
+        "gunicorn.access": {"handlers": ["console"], "filters": ["mask_ids"], "level": "INFO", "propagate": False},
+        "gunicorn.error": {"handlers": ["console"], "filters": ["mask_ids"], "level": "INFO", "propagate": False},
     },
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
 }
