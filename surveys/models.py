@@ -22,6 +22,10 @@ def new_pseudonym_key() -> str:
 
 
 class Study(models.Model):
+    class RecruitmentMode(models.TextChoices):
+        PANEL = "panel", "Panel link with the panel's id"
+        OPEN = "open", "Open anonymous link"
+
     slug = models.SlugField(max_length=limits.SLUG, unique=True)
     title = models.CharField(max_length=limits.TITLE)
     description = models.TextField(blank=True)
@@ -34,7 +38,8 @@ class Study(models.Model):
     is_open = models.BooleanField(default=True)
     owners = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="owned_studies")
 
-    # Recruitment: which URL parameters carry the panel's identifiers.
+    recruitment_mode = models.CharField(max_length=10, choices=RecruitmentMode.choices, default=RecruitmentMode.PANEL)
+    # Recruitment: which URL parameters carry the panel's identifiers (empty outside panel studies).
     id_param = models.CharField(max_length=limits.PANEL_PARAM, default="PROLIFIC_PID")
     study_param = models.CharField(max_length=limits.PANEL_PARAM, default="STUDY_ID")
     session_param = models.CharField(max_length=limits.PANEL_PARAM, default="SESSION_ID")
@@ -75,7 +80,11 @@ class Study(models.Model):
             models.CheckConstraint(condition=Q(fast_block_seconds__gte=0), name="study_fast_seconds_nonnegative"),
             models.CheckConstraint(condition=Q(straightline_sd_max__gte=0), name="study_sd_threshold_nonnegative"),
             models.CheckConstraint(condition=Q(straightline_mae_min__gte=0), name="study_mae_threshold_nonnegative"),
-            models.CheckConstraint(condition=~Q(completion_code=""), name="study_completion_code_set"),
+            models.CheckConstraint(condition=Q(recruitment_mode__in=["panel", "open"]), name="study_recruitment_mode_known"),
+            # Panel finishers are paid on the code; open studies show none.
+            models.CheckConstraint(
+                condition=~Q(recruitment_mode="panel") | ~Q(completion_code=""), name="study_panel_has_completion_code"
+            ),
             models.CheckConstraint(
                 condition=Q(target_completions__isnull=True) | Q(target_completions__gt=0),
                 name="study_target_positive",
@@ -313,9 +322,9 @@ class Participant(models.Model):
                 condition=Q(finished_at__isnull=True) | Q(started_at__isnull=True) | Q(finished_at__gte=F("started_at")),
                 name="participant_finish_after_start",
             ),
+            # The code a finisher is given is the study's: none outside panel studies (Study's constraint).
             models.CheckConstraint(
-                condition=~Q(status="completed") | (Q(finished_at__isnull=False) & ~Q(completion_code="")),
-                name="participant_completed_has_code",
+                condition=~Q(status="completed") | Q(finished_at__isnull=False), name="participant_completed_has_finish"
             ),
             models.CheckConstraint(condition=~Q(external_id=""), name="participant_external_id_set"),
         ]

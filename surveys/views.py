@@ -22,7 +22,7 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.cache import never_cache
 
-from . import clock, limits, places, recruitment, selectors, services
+from . import clock, limits, open_links, places, recruitment, selectors, services
 from .forms import TAMPER_MESSAGE, DemographicsForm, PageForm
 from .models import Participant, Study
 from .selectors import ParticipantState, Step
@@ -153,10 +153,11 @@ def entry(request: HttpRequest, slug: str) -> HttpResponse:
     study = selectors.study_get(slug=slug)
     if study is None:
         raise Http404("No such study")
+    if study.recruitment_mode == Study.RecruitmentMode.OPEN:
+        return _open_entry(request, study)
     external_id = request.GET.get(study.id_param)
     if external_id is None and _session_key(slug) in request.session:
-        flow = _load_flow(request, slug)
-        return flow if isinstance(flow, HttpResponse) else _go(slug, flow.step)
+        return _resume(request, slug)
     if not recruitment.external_id_valid(study.id_pattern, external_id):
         return render(request, "surveys/bad_link.html", {"study": study}, status=400)
     participant = selectors.participant_find(study=study, external_id=external_id)
@@ -164,19 +165,50 @@ def entry(request: HttpRequest, slug: str) -> HttpResponse:
         refusal = _refuse_newcomer(request, study)
         if refusal:
             return refusal
-    request.session[_session_key(slug)] = {
+    return _begin(
+        request, study, external_id=external_id, participant=participant,
+        panel_study_id=_panel_value(request, study.study_param), panel_session_id=_panel_value(request, study.session_param),
+    )
+
+
+def _resume(request: HttpRequest, slug: str) -> HttpResponse:
+    flow = _load_flow(request, slug)
+    return flow if isinstance(flow, HttpResponse) else _go(slug, flow.step)
+
+
+def _begin(request: HttpRequest, study: Study, *, external_id: str, participant: Participant | None,
+           panel_study_id: str = "", panel_session_id: str = "") -> HttpResponse:
+    """Keep who this is in the session, and go to their current step."""
+    entry = {
         "external_id": external_id,
-        "panel_study_id": _panel_value(request, study.study_param),
-        "panel_session_id": _panel_value(request, study.session_param),
+        "panel_study_id": panel_study_id,
+        "panel_session_id": panel_session_id,
         "preview": False,
         "participant_id": participant.pk if participant else None,
     }
-    if participant is None:
-        return _go(slug, Step.CONSENT)
-    step = selectors.participant_state(participant=participant).step
+    step = Step.CONSENT if participant is None else selectors.participant_state(participant=participant).step
     # Someone who had already started is coming back (another tab, browser or day).
-    request.session[_session_key(slug)]["welcome_back"] = step == Step.PAGE
-    return _go(slug, step)
+    entry["welcome_back"] = step == Step.PAGE
+    request.session[_session_key(study.slug)] = entry
+    return _go(study.slug, step)
+
+
+def _open_entry(request: HttpRequest, study: Study) -> HttpResponse:
+    """An open link: this browser's participant, or a new anonymous one (surveys.open_links)."""
+    if _session_key(study.slug) in request.session:
+        return _resume(request, study.slug)
+    external_id = open_links.returning_id(request, study)
+    participant = selectors.participant_find(study=study, external_id=external_id) if external_id else None
+    if participant is None:
+        refusal = _refuse_newcomer(request, study)
+        if refusal:
+            return refusal
+        if external_id is None:
+            if not open_links.start_allowed(request, study):
+                return render(request, "surveys/too_many_starts.html", {"study": study}, status=429)
+            external_id = open_links.new_participant_id(request, study)
+    response = _begin(request, study, external_id=external_id, participant=participant)
+    return open_links.remember(response, study, external_id)
 
 
 _CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
