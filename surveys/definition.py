@@ -162,10 +162,11 @@ PANEL_ONLY = ("completion_code", *PANEL_DEFAULTS)
 
 
 class RecruitmentDef(Strict):
-    mode: Literal["panel", "open"] = Field(
+    mode: Literal["panel", "open", "invited"] = Field(
         default="panel",
         description="panel: a link carrying the panel's id (Prolific by default); "
-                    "open: one anonymous link for anyone, one participant per browser",
+                    "open: one anonymous link for anyone, one participant per browser; "
+                    "invited: personal links of named raters only (manage.py rater_links)",
     )
     completion_code: Annotated[
         str, Field(min_length=1, max_length=limits.COMPLETION_CODE, pattern=r"^[A-Za-z0-9_\-]+$")

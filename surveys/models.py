@@ -25,6 +25,7 @@ class Study(models.Model):
     class RecruitmentMode(models.TextChoices):
         PANEL = "panel", "Panel link with the panel's id"
         OPEN = "open", "Open anonymous link"
+        INVITED = "invited", "Invited raters' personal links"
 
     slug = models.SlugField(max_length=limits.SLUG, unique=True)
     title = models.CharField(max_length=limits.TITLE)
@@ -80,7 +81,7 @@ class Study(models.Model):
             models.CheckConstraint(condition=Q(fast_block_seconds__gte=0), name="study_fast_seconds_nonnegative"),
             models.CheckConstraint(condition=Q(straightline_sd_max__gte=0), name="study_sd_threshold_nonnegative"),
             models.CheckConstraint(condition=Q(straightline_mae_min__gte=0), name="study_mae_threshold_nonnegative"),
-            models.CheckConstraint(condition=Q(recruitment_mode__in=["panel", "open"]), name="study_recruitment_mode_known"),
+            models.CheckConstraint(condition=Q(recruitment_mode__in=["panel", "open", "invited"]), name="study_recruitment_mode_known"),
             # Panel finishers are paid on the code; open studies show none.
             models.CheckConstraint(
                 condition=~Q(recruitment_mode="panel") | ~Q(completion_code=""), name="study_panel_has_completion_code"
@@ -332,6 +333,34 @@ class Participant(models.Model):
 
     def __str__(self) -> str:
         return self.pseudonym
+
+
+class RaterLink(models.Model):
+    """An invited rater's personal link (surveys.rater_links). Only a hash of its token is
+    stored; the rater takes part as the participant whose external id is ``external_id``."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="rater_links")
+    name = models.CharField(max_length=limits.RATER_NAME)
+    token_hash = models.CharField(max_length=64, unique=True)
+    external_id = models.CharField(max_length=limits.EXTERNAL_ID)
+    created_at = models.DateTimeField(auto_now_add=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["study", "created_at", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["study", "external_id"], name="rater_link_unique_external_id"),
+            # A name stands for one rater at a time: a second link for "Ann" would be ambiguous
+            # on the researchers' page (revoke the old one first).
+            models.UniqueConstraint(fields=["study", "name"], condition=Q(revoked_at__isnull=True),
+                                    name="rater_link_unique_active_name"),
+            models.CheckConstraint(condition=~Q(name=""), name="rater_link_name_set"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
 
 
 class ConsentDecline(models.Model):

@@ -22,7 +22,7 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.cache import never_cache
 
-from . import clock, limits, open_links, places, recruitment, selectors, services
+from . import clock, limits, open_links, places, rater_links, recruitment, selectors, services
 from .forms import TAMPER_MESSAGE, DemographicsForm, PageForm
 from .models import Participant, Study
 from .selectors import ParticipantState, Step
@@ -84,6 +84,13 @@ def _load_flow(request: HttpRequest, slug: str) -> Flow | HttpResponse:
     entry = request.session.get(_session_key(slug))
     if not entry:
         return render(request, "surveys/session_expired.html", {"slug": slug}, status=200)
+    if entry.get("rater_link_id") and not rater_links.rater_link_is_active(link_id=entry["rater_link_id"]):
+        # The researchers revoked the link this session came in by.
+        request.session.pop(_session_key(slug), None)
+        study = selectors.study_get(slug=slug)
+        if study is None:
+            raise Http404("No such study")
+        return _rater_link_refused(request, study, revoked=True)
     participant_id = entry.get("participant_id")
     if participant_id is None:
         study = selectors.study_get(slug=slug)
@@ -155,6 +162,8 @@ def entry(request: HttpRequest, slug: str) -> HttpResponse:
         raise Http404("No such study")
     if study.recruitment_mode == Study.RecruitmentMode.OPEN:
         return _open_entry(request, study)
+    if study.recruitment_mode == Study.RecruitmentMode.INVITED:
+        return _invited_entry(request, study)
     external_id = request.GET.get(study.id_param)
     if external_id is None and _session_key(slug) in request.session:
         return _resume(request, slug)
@@ -177,7 +186,7 @@ def _resume(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 def _begin(request: HttpRequest, study: Study, *, external_id: str, participant: Participant | None,
-           panel_study_id: str = "", panel_session_id: str = "") -> HttpResponse:
+           panel_study_id: str = "", panel_session_id: str = "", rater_link_id: int | None = None) -> HttpResponse:
     """Keep who this is in the session, and go to their current step."""
     entry = {
         "external_id": external_id,
@@ -185,6 +194,7 @@ def _begin(request: HttpRequest, study: Study, *, external_id: str, participant:
         "panel_session_id": panel_session_id,
         "preview": False,
         "participant_id": participant.pk if participant else None,
+        "rater_link_id": rater_link_id,
     }
     step = Step.CONSENT if participant is None else selectors.participant_state(participant=participant).step
     # Someone who had already started is coming back (another tab, browser or day).
@@ -209,6 +219,29 @@ def _open_entry(request: HttpRequest, study: Study) -> HttpResponse:
             external_id = open_links.new_participant_id(request, study)
     response = _begin(request, study, external_id=external_id, participant=participant)
     return open_links.remember(response, study, external_id)
+
+
+def _invited_entry(request: HttpRequest, study: Study) -> HttpResponse:
+    """An invited rater's personal link (surveys.rater_links); nobody else comes in."""
+    token = request.GET.get(rater_links.TOKEN_PARAM)
+    if token is None:
+        if _session_key(study.slug) in request.session:
+            return _resume(request, study.slug)
+        return render(request, "surveys/invitation_only.html", {"study": study}, status=403)
+    link = rater_links.rater_link_find(study=study, token=token)
+    if link is None or link.revoked_at is not None:
+        return _rater_link_refused(request, study, revoked=link is not None)
+    participant = selectors.participant_find(study=study, external_id=link.external_id)
+    if participant is None:
+        refusal = _refuse_newcomer(request, study)
+        if refusal:
+            return refusal
+    return _begin(request, study, external_id=link.external_id, participant=participant, rater_link_id=link.pk)
+
+
+def _rater_link_refused(request: HttpRequest, study: Study, *, revoked: bool) -> HttpResponse:
+    return render(request, "surveys/rater_link_refused.html", {"study": study, "revoked": revoked},
+                  status=410 if revoked else 404)
 
 
 _CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")

@@ -13,7 +13,7 @@ from analysis.models import (
 )
 from surveys.models import (
     AttentionCheck, Block, BlockVisit, Condition, ConsentDecline, DemographicQuestion, Dimension, FreeTextAnswer,
-    FreeTextQuestion, Item, ItemPlacement, Participant, Rating, Scenario, Study, System, TurnAway,
+    FreeTextQuestion, Item, ItemPlacement, Participant, RaterLink, Rating, Scenario, Study, System, TurnAway,
 )
 
 NOW = timezone.now()
@@ -76,6 +76,9 @@ BAD_ROWS = {
     "participant_finish_after_start": lambda s: _participant(s, started_at=NOW, finished_at=NOW - timedelta(minutes=1)),
     "participant_completed_has_finish": lambda s: _participant(s, status="completed", finished_at=None, completion_code="C"),
     "participant_external_id_set": lambda s: Participant.objects.create(study=s, external_id="", pseudonym="p0"),
+    "rater_link_unique_external_id": lambda s: [RaterLink.objects.create(study=s, name=n, token_hash=n, external_id="rater-1") for n in "ab"],
+    "rater_link_unique_active_name": lambda s: [RaterLink.objects.create(study=s, name="Ann", token_hash=h, external_id=h) for h in "ab"],
+    "rater_link_name_set": lambda s: RaterLink.objects.create(study=s, name="", token_hash="h", external_id="rater-1"),
     "decline_unique_day": lambda s: [ConsentDecline.objects.create(study=s, day=NOW.date()) for _ in range(2)],
     "turn_away_unique_day": lambda s: [TurnAway.objects.create(study=s, day=NOW.date()) for _ in range(2)],
     "visit_unique_sequence": lambda s: [_visit(s), BlockVisit.objects.create(participant=Participant.objects.get(pseudonym="p99"), sequence=1, block=s.blocks.last())],
