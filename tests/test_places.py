@@ -4,11 +4,9 @@ concurrent newcomers never over-fill a study (threads on the real database)."""
 
 from __future__ import annotations
 
-import threading
 from datetime import timedelta
 
 import pytest
-from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
@@ -17,6 +15,7 @@ from surveys.clock import clock_set_to
 from surveys.definition import DefinitionError, parse_definition
 from surveys.models import Participant, TurnAway
 from tests.support.researcher import field
+from tests.support.threads import in_threads
 
 A, B, C = "a" * 24, "b" * 24, "c" * 24
 
@@ -178,29 +177,6 @@ def test_the_dashboard_shows_live_holds_lapsed_ones_and_places_left(owner_client
 # ---------------------------------------------------------------- concurrency
 
 
-def _in_threads(n: int, work) -> list:
-    """Run ``work(i)`` in ``n`` threads released together; each thread has its own connection."""
-    barrier = threading.Barrier(n)
-    results, errors = [None] * n, []
-
-    def run(i):
-        try:
-            barrier.wait(timeout=30)
-            results[i] = work(i)
-        except Exception as exc:  # surfaced by the assertion below
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=180)
-    assert not errors, errors
-    return results
-
-
 def _enter_and_consent(study, steps, external_id: str) -> str:
     client = Client()
     entered = client.get(steps.link(study, external_id))
@@ -212,7 +188,7 @@ def _enter_and_consent(study, steps, external_id: str) -> str:
 @pytest.mark.slow
 def test_fifty_newcomers_at_once_for_ten_places_admit_exactly_ten(transactional_db, tide, steps):
     _limit(tide, target=10)
-    outcomes = _in_threads(50, lambda i: _enter_and_consent(tide, steps, f"{i:024x}"))
+    outcomes = in_threads(50, lambda i: _enter_and_consent(tide, steps, f"{i:024x}"))
     assert outcomes.count("/s/tide/instructions/") == 10
     assert outcomes.count("/s/tide/notice/full/") == 40
     assert Participant.objects.filter(study=tide).count() == 10
@@ -236,7 +212,7 @@ def test_a_returning_latecomer_and_newcomers_racing_for_the_last_place_fill_it_o
                 return "page" if response.status_code == 200 else response["Location"]
             return _enter_and_consent(tide, steps, f"{i + 100:024x}")
 
-        outcomes = _in_threads(20, work)
+        outcomes = in_threads(20, work)
         assert places.places_taken(study=tide) == 2
     admitted = outcomes[1:].count("/s/tide/instructions/") + (outcomes[0] == "page")
     assert admitted == 1, outcomes

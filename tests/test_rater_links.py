@@ -12,7 +12,6 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.test import Client
 
-from surveys import rater_links
 from surveys.models import Participant, RaterLink
 from tests.support.researcher import finished_run
 from tests.support.studies import load_fixture
