@@ -5,6 +5,10 @@ into the session and the browser is redirected at once to a clean URL, so the
 identifier never sits in the address bar, the history, a Referer or a log.
 Every later request identifies the participant by the session only. Each step
 has its own URL; asking for any other step than the current one redirects there.
+The same holds for the other recruitment modes: an open link's participant is
+drawn by the server and remembered by a cookie (``open_links``), an invited
+rater's token is in their link (``rater_links``). Places are held while people
+are in progress (``places``).
 """
 
 from __future__ import annotations
