@@ -24,8 +24,9 @@ from .models import AnalysisRun, MetricsRun
 
 FUNNEL_LABELS = [
     ("entered", "Entered"), ("consented", "Consented"), ("in_progress", "In progress"), ("idle", "Idle > 15 min"),
+    ("holding", "Holding a place"), ("time_up", "In progress, time ran out"),
     ("completed", "Completed"), ("exited", "Exited early"), ("declined", "Declined consent"),
-    ("turned_away", "Turned away (study full)"), ("target", "Target completions"),
+    ("turned_away", "Turned away (study full)"), ("target", "Target completions"), ("places_left", "Places left"),
 ]
 
 

@@ -12,10 +12,10 @@ import json
 import warnings
 from collections import Counter
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from . import limits
 from .recruitment import completion_url_problem, id_pattern_problem
@@ -216,33 +216,77 @@ class QualityDef(Strict):
         return self
 
 
+PROLIFIC_COMPLETION_URL = "https://app.prolific.com/submissions/complete?cc={code}"
+# What a panel study uses when the file leaves them out; other modes have no panel.
+PANEL_DEFAULTS = {
+    "completion_url": PROLIFIC_COMPLETION_URL,
+    "id_param": "PROLIFIC_PID",
+    "study_param": "STUDY_ID",
+    "session_param": "SESSION_ID",
+    "id_pattern": r"^[0-9a-f]{24}$",
+}
+PANEL_ONLY = ("completion_code", *PANEL_DEFAULTS)
+
+
 class RecruitmentDef(Strict):
-    completion_code: Annotated[str, Field(min_length=1, max_length=limits.COMPLETION_CODE, pattern=r"^[A-Za-z0-9_\-]+$")]
-    completion_url: str = Field(
-        default="https://app.prolific.com/submissions/complete?cc={code}", max_length=limits.COMPLETION_URL,
-        description="http(s) URL; {code} (the only placeholder) becomes the completion code; empty: no panel to return to",
+    mode: Literal["panel", "open", "invited"] = Field(
+        default="panel",
+        description="panel: a link carrying the panel's id (Prolific by default); "
+                    "open: one anonymous link for anyone, one participant per browser; "
+                    "invited: personal links of named raters only (manage.py rater_links)",
+    )
+    completion_code: Annotated[
+        str, Field(min_length=1, max_length=limits.COMPLETION_CODE, pattern=r"^[A-Za-z0-9_\-]+$")
+    ] | None = Field(default=None, validate_default=True, description="panel studies only (required there)")
+    completion_url: str | None = Field(
+        default=None, validate_default=True, max_length=limits.COMPLETION_URL,
+        description="panel studies only; http(s) URL; {code} (the only placeholder) becomes the completion code; "
+                    "empty: no panel to return to; default Prolific's",
     )
     target_completions: int | None = Field(default=None, gt=0)
-    id_param: Param = "PROLIFIC_PID"
-    study_param: Param = "STUDY_ID"
-    session_param: Param = "SESSION_ID"
-    id_pattern: str = Field(
-        default=r"^[0-9a-f]{24}$", max_length=limits.ID_PATTERN,
-        description="regular expression a panel id must match in full; no backreferences, lookarounds or nested quantifiers",
+    estimated_minutes: int | None = Field(
+        default=None, ge=1, le=24 * 60,
+        description="how long the study takes, as announced to participants; a place is held for twice this",
+    )
+    hold_minutes: int | None = Field(
+        default=None, ge=1, le=30 * 24 * 60,
+        description="how long a participant in progress holds a place; default 2 x estimated_minutes, "
+                    "else quality.duration_max_minutes",
+    )
+    id_param: Param | None = Field(default=None, validate_default=True, description="panel studies only; default PROLIFIC_PID")
+    study_param: Param | None = Field(default=None, validate_default=True, description="panel studies only; default STUDY_ID")
+    session_param: Param | None = Field(default=None, validate_default=True, description="panel studies only; default SESSION_ID")
+    id_pattern: str | None = Field(
+        default=None, validate_default=True, max_length=limits.ID_PATTERN,
+        description="panel studies only; regular expression a panel id must match in full (default ^[0-9a-f]{24}$); "
+                    "no backreferences, lookarounds or nested quantifiers",
     )
 
     @field_validator("id_pattern")
     @classmethod
-    def _regex(cls, value: str) -> str:
-        if problem := id_pattern_problem(value):
+    def _regex(cls, value: str | None) -> str | None:
+        if value is not None and (problem := id_pattern_problem(value)):
             raise ValueError(problem)
         return value
 
     @field_validator("completion_url")
     @classmethod
-    def _url(cls, value: str) -> str:
-        if problem := completion_url_problem(value):
+    def _url(cls, value: str | None) -> str | None:
+        if value is not None and (problem := completion_url_problem(value)):
             raise ValueError(problem)
+        return value
+
+    @field_validator(*PANEL_ONLY)
+    @classmethod
+    def _panel_only(cls, value: str | None, info: ValidationInfo) -> str | None:
+        """Panel studies get the defaults of what they leave out; other modes may not set these at all."""
+        mode = info.data.get("mode")
+        if mode == "panel" and value is None:
+            if info.field_name == "completion_code":
+                raise ValueError("a panel study needs the code its finishers are paid on")
+            return PANEL_DEFAULTS[info.field_name]
+        if mode not in (None, "panel") and value is not None:
+            raise ValueError(f"an {mode} study has no panel (no panel ids, completion code or link back); remove it")
         return value
 
 

@@ -27,6 +27,7 @@ COMPLETION_CODE = 64
 COMPLETION_URL = 500
 EXTERNAL_ID = 128  # a panel id, in links and in imported files
 PANEL_VALUE = 128  # the panel's study and session ids
+RATER_NAME = 100  # an invited rater's name, as the researcher wrote it
 
 DEMOGRAPHIC_CHOICE = 300  # one answer a demographic question offers
 DEMOGRAPHIC_TEXT = 2000  # the longest a short-text demographic answer may be

@@ -15,7 +15,7 @@ from django.db import transaction
 from django.db.models import F
 from pydantic import ValidationError
 
-from .definition import StudyDefinition
+from .definition import PANEL_ONLY, RecruitmentDef, StudyDefinition
 from .models import (
     AttentionCheck,
     Block,
@@ -92,10 +92,17 @@ def _study_fields(d: StudyDefinition) -> dict[str, Any]:
         "ranking_enabled": d.ranking,
         "best_worst_enabled": d.best_worst,
         "letter_labels": d.letter_labels,
-        **d.recruitment.model_dump(),
+        **_recruitment_fields(d.recruitment),
         **d.quality.model_dump(),
         "definition": d.model_dump(mode="json"),
     }
+
+
+def _recruitment_fields(r: RecruitmentDef) -> dict[str, Any]:
+    fields = r.model_dump(exclude={"mode"})
+    for name in PANEL_ONLY:  # empty, not null, in the columns of studies without a panel
+        fields[name] = fields[name] or ""
+    return {**fields, "recruitment_mode": r.mode}
 
 
 @transaction.atomic
@@ -112,6 +119,12 @@ def study_load(*, definition: StudyDefinition) -> LoadResult:
             raise StudyLocked(
                 f'study "{study.slug}" already has participants, so what they saw cannot change '
                 f"(changed: {listed}). Load it under a new slug instead."
+            )
+        if has_participants and study.recruitment_mode != definition.recruitment.mode:
+            # Those in progress could no longer come back through the link they have.
+            raise StudyLocked(
+                f'study "{study.slug}" already has participants, so its recruitment.mode cannot change '
+                f"from {study.recruitment_mode} to {definition.recruitment.mode}. Load it under a new slug instead."
             )
     else:
         changed = ["(new study)"]

@@ -90,14 +90,6 @@ def participant_get(*, participant_id: int, slug: str) -> Participant | None:
     return Participant.objects.select_related("study").filter(pk=participant_id, study__slug=slug).first()
 
 
-def study_completed_count(*, study: Study) -> int:
-    return Participant.objects.filter(study=study, is_preview=False, status=Participant.Status.COMPLETED).count()
-
-
-def study_is_full(*, study: Study) -> bool:
-    return study.target_completions is not None and study_completed_count(study=study) >= study.target_completions
-
-
 def participant_state(*, participant: Participant) -> ParticipantState:
     visits = [
         VisitSummary(id=row[0], sequence=row[1], is_block=row[2] is not None, submitted=row[3] is not None,

@@ -35,16 +35,9 @@ from .models import (
     Study,
     TurnAway,
 )
+# StudyClosed and StudyFull are raised by participant_enroll; they live with the places they guard.
+from .places import StudyClosed, StudyFull, hold_limit, place_confirm, study_is_full  # noqa: F401
 from .pseudonyms import pseudonym_for
-from .selectors import study_is_full
-
-
-class StudyClosed(Exception):
-    """The study does not accept new participants."""
-
-
-class StudyFull(Exception):
-    """The study has reached its target number of completions."""
 
 
 class AnswersRejected(ValueError):
@@ -99,15 +92,17 @@ def participant_enroll(
     is_preview: bool = False,
     seed: int | None = None,
 ) -> Participant:
-    """Create the participant on consent and draw its whole sequence once.
+    """Create the participant on consent, draw its whole sequence once, and hold a place for it.
 
     Returns the existing participant when this external id already enrolled
     (a second tab, or a retried POST), so orders are never drawn twice.
+    Raises ``StudyClosed`` or ``StudyFull`` (surveys.places) and writes nothing then.
     """
     existing = Participant.objects.filter(study=study, external_id=external_id).first()
     if existing is not None:
         return existing
     if not is_preview:
+        # Quick checks first, so a full study draws no sequence only to throw it away.
         if not study.is_open:
             raise StudyClosed(study.slug)
         if study_is_full(study=study):
@@ -127,8 +122,11 @@ def participant_enroll(
                 consented_at=now,
                 started_at=now,
                 last_seen_at=now,
+                hold_expires_at=None if is_preview else now + hold_limit(study),
             )
             _assign_sequence(participant, random.Random(seed))
+            if not is_preview:
+                place_confirm(participant=participant)
     except IntegrityError:
         # The same person consented in two tabs at once: the other request won.
         return Participant.objects.get(study=study, external_id=external_id)

@@ -5,6 +5,10 @@ into the session and the browser is redirected at once to a clean URL, so the
 identifier never sits in the address bar, the history, a Referer or a log.
 Every later request identifies the participant by the session only. Each step
 has its own URL; asking for any other step than the current one redirects there.
+The same holds for the other recruitment modes: an open link's participant is
+drawn by the server and remembered by a cookie (``open_links``), an invited
+rater's token is in their link (``rater_links``). Places are held while people
+are in progress (``places``).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
-from . import clock, drafts, limits, recruitment, selectors, services
+from . import clock, drafts, limits, open_links, places, rater_links, recruitment, selectors, services
 from .forms import TAMPER_MESSAGE, DemographicsForm, PageForm
 from .models import Participant, Study
 from .selectors import ParticipantState, Step
@@ -85,6 +89,13 @@ def _load_flow(request: HttpRequest, slug: str) -> Flow | HttpResponse:
     entry = request.session.get(_session_key(slug))
     if not entry:
         return render(request, "surveys/session_expired.html", {"slug": slug}, status=200)
+    if entry.get("rater_link_id") and not rater_links.rater_link_is_active(link_id=entry["rater_link_id"]):
+        # The researchers revoked the link this session came in by.
+        request.session.pop(_session_key(slug), None)
+        study = selectors.study_get(slug=slug)
+        if study is None:
+            raise Http404("No such study")
+        return _rater_link_refused(request, study, revoked=True)
     participant_id = entry.get("participant_id")
     if participant_id is None:
         study = selectors.study_get(slug=slug)
@@ -100,10 +111,14 @@ def _load_flow(request: HttpRequest, slug: str) -> Flow | HttpResponse:
 
 
 def _flow_at(request: HttpRequest, slug: str, step: Step) -> Flow | HttpResponse:
-    """The flow when ``step`` is the current one; otherwise a redirect to the current one."""
+    """The flow when ``step`` is the current one; otherwise a redirect to the current one
+    (or the "time ran out" page when the participant's hold lapsed and the study is full)."""
     flow = _load_flow(request, slug)
     if isinstance(flow, HttpResponse):
         return flow
+    if flow.participant and places.hold_needs_renewal(flow.participant):
+        if not places.hold_renew(participant=flow.participant):
+            return _notice(slug, "time-up")
     if flow.step != step:
         return _go(slug, flow.step)
     return flow
@@ -150,10 +165,13 @@ def entry(request: HttpRequest, slug: str) -> HttpResponse:
     study = selectors.study_get(slug=slug)
     if study is None:
         raise Http404("No such study")
+    if study.recruitment_mode == Study.RecruitmentMode.OPEN:
+        return _open_entry(request, study)
+    if study.recruitment_mode == Study.RecruitmentMode.INVITED:
+        return _invited_entry(request, study)
     external_id = request.GET.get(study.id_param)
     if external_id is None and _session_key(slug) in request.session:
-        flow = _load_flow(request, slug)
-        return flow if isinstance(flow, HttpResponse) else _go(slug, flow.step)
+        return _resume(request, slug)
     if not recruitment.external_id_valid(study.id_pattern, external_id):
         return render(request, "surveys/bad_link.html", {"study": study}, status=400)
     participant = selectors.participant_find(study=study, external_id=external_id)
@@ -161,19 +179,74 @@ def entry(request: HttpRequest, slug: str) -> HttpResponse:
         refusal = _refuse_newcomer(request, study)
         if refusal:
             return refusal
-    request.session[_session_key(slug)] = {
+    return _begin(
+        request, study, external_id=external_id, participant=participant,
+        panel_study_id=_panel_value(request, study.study_param), panel_session_id=_panel_value(request, study.session_param),
+    )
+
+
+def _resume(request: HttpRequest, slug: str) -> HttpResponse:
+    flow = _load_flow(request, slug)
+    return flow if isinstance(flow, HttpResponse) else _go(slug, flow.step)
+
+
+def _begin(request: HttpRequest, study: Study, *, external_id: str, participant: Participant | None,
+           panel_study_id: str = "", panel_session_id: str = "", rater_link_id: int | None = None) -> HttpResponse:
+    """Keep who this is in the session, and go to their current step."""
+    entry = {
         "external_id": external_id,
-        "panel_study_id": _panel_value(request, study.study_param),
-        "panel_session_id": _panel_value(request, study.session_param),
+        "panel_study_id": panel_study_id,
+        "panel_session_id": panel_session_id,
         "preview": False,
         "participant_id": participant.pk if participant else None,
+        "rater_link_id": rater_link_id,
     }
-    if participant is None:
-        return _go(slug, Step.CONSENT)
-    step = selectors.participant_state(participant=participant).step
+    step = Step.CONSENT if participant is None else selectors.participant_state(participant=participant).step
     # Someone who had already started is coming back (another tab, browser or day).
-    request.session[_session_key(slug)]["welcome_back"] = step == Step.PAGE
-    return _go(slug, step)
+    entry["welcome_back"] = step == Step.PAGE
+    request.session[_session_key(study.slug)] = entry
+    return _go(study.slug, step)
+
+
+def _open_entry(request: HttpRequest, study: Study) -> HttpResponse:
+    """An open link: this browser's participant, or a new anonymous one (surveys.open_links)."""
+    if _session_key(study.slug) in request.session:
+        return _resume(request, study.slug)
+    external_id = open_links.returning_id(request, study)
+    participant = selectors.participant_find(study=study, external_id=external_id) if external_id else None
+    if participant is None:
+        refusal = _refuse_newcomer(request, study)
+        if refusal:
+            return refusal
+        if external_id is None:
+            if not open_links.start_allowed(request, study):
+                return render(request, "surveys/too_many_starts.html", {"study": study}, status=429)
+            external_id = open_links.new_participant_id(request, study)
+    response = _begin(request, study, external_id=external_id, participant=participant)
+    return open_links.remember(response, study, external_id)
+
+
+def _invited_entry(request: HttpRequest, study: Study) -> HttpResponse:
+    """An invited rater's personal link (surveys.rater_links); nobody else comes in."""
+    token = request.GET.get(rater_links.TOKEN_PARAM)
+    if token is None:
+        if _session_key(study.slug) in request.session:
+            return _resume(request, study.slug)
+        return render(request, "surveys/invitation_only.html", {"study": study}, status=403)
+    link = rater_links.rater_link_find(study=study, token=token)
+    if link is None or link.revoked_at is not None:
+        return _rater_link_refused(request, study, revoked=link is not None)
+    participant = selectors.participant_find(study=study, external_id=link.external_id)
+    if participant is None:
+        refusal = _refuse_newcomer(request, study)
+        if refusal:
+            return refusal
+    return _begin(request, study, external_id=link.external_id, participant=participant, rater_link_id=link.pk)
+
+
+def _rater_link_refused(request: HttpRequest, study: Study, *, revoked: bool) -> HttpResponse:
+    return render(request, "surveys/rater_link_refused.html", {"study": study, "revoked": revoked},
+                  status=410 if revoked else 404)
 
 
 _CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
@@ -187,7 +260,7 @@ def _panel_value(request: HttpRequest, name: str) -> str:
 def _refuse_newcomer(request: HttpRequest, study: Study) -> HttpResponse | None:
     if not study.is_open:
         return _notice(study.slug, "closed")
-    if selectors.study_is_full(study=study):
+    if places.study_is_full(study=study):
         services.turn_away_record(study=study)
         return _notice(study.slug, "full")
     return None
@@ -480,6 +553,7 @@ NOTICES = {
     "declined": "surveys/notice_declined.html",
     "full": "surveys/notice_full.html",
     "closed": "surveys/notice_closed.html",
+    "time-up": "surveys/notice_time_up.html",
 }
 
 

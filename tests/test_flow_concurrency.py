@@ -5,38 +5,14 @@ IMMEDIATE transactions serialise writers), and the page is saved only while it
 is still unsubmitted. Runs on both databases; PostgreSQL is the one that matters.
 """
 
-import threading
-
 import pytest
-from django.db import connection
 from django.test import Client
 
 from surveys import drafts, selectors, services
 from surveys.models import BlockVisit, Draft, ItemPlacement, Participant, Rating
+from tests.support.threads import in_threads
 
 PID = "c" * 24
-
-
-def _in_threads(n, work):
-    barrier = threading.Barrier(n)
-    results, errors = [None] * n, []
-
-    def run(i):
-        try:
-            barrier.wait(timeout=10)
-            results[i] = work(i)
-        except Exception as exc:  # surfaced by the assertion below
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    assert not errors, errors
-    return results
 
 
 @pytest.mark.slow
@@ -56,7 +32,7 @@ def test_two_concurrent_service_calls_store_one_set_of_answers(transactional_db,
             ranks={p.pk: (k + i) % 5 + 1 for k, p in enumerate(placements)},
         )
 
-    outcomes = _in_threads(2, lambda i: services.block_answer_submit(
+    outcomes = in_threads(2, lambda i: services.block_answer_submit(
         participant_id=participant.pk, visit_id=visit.pk, answers=answers(i)))
     assert sorted(outcomes) == [services.SubmitOutcome.ALREADY_SAVED, services.SubmitOutcome.SAVED]
     winner = outcomes.index(services.SubmitOutcome.SAVED)
@@ -78,7 +54,7 @@ def test_two_concurrent_posts_from_one_session_store_one_set_of_answers(transact
         data = steps.answers(spec, rating=2 + i)
         return twin.post("/s/tide/page/", data).status_code
 
-    statuses = _in_threads(2, post)
+    statuses = in_threads(2, post)
     assert statuses == [303, 303]  # the loser is sent on to the next page
     assert Rating.objects.count() == 5
     assert len(set(Rating.objects.values_list("value", flat=True))) == 1
@@ -108,7 +84,7 @@ def test_a_draft_racing_its_pages_submit_never_outlives_it(transactional_db, tid
                 participant_id=participant.pk, visit_id=page.visit.pk, answers=answers
             ),
         )
-        _, outcome = _in_threads(2, lambda i: work[i]())
+        _, outcome = in_threads(2, lambda i: work[i]())
         assert outcome == services.SubmitOutcome.SAVED
         assert not Draft.objects.exists()
     assert BlockVisit.objects.filter(submitted_at__isnull=False).count() == 6

@@ -106,6 +106,9 @@ EXPECTED: dict[str, Expect] = {
     "researcher:import": researcher_page(S + "/import/"),
     "researcher:exports": researcher_page(S + "/exports/"),
     "researcher:metrics": researcher_page(S + "/metrics/"),
+    "researcher:raters": researcher_page(S + "/raters/"),
+    # The fixture has no rater link, so even the owner finds none to revoke.
+    "researcher:rater_revoke": researcher_page(S + "/raters/1/revoke/", method="POST", owner=404),
     # The load balancer's probe: public, touches no database.
     "healthz": public("/healthz", 200),
     # An empty text is refused before any model is touched.
