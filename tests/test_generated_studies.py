@@ -10,6 +10,9 @@ answer 200, and a run computes exactly the analyses its design applies to.
 
 from __future__ import annotations
 
+import csv
+import io
+import itertools
 import string
 
 import pytest
@@ -26,6 +29,7 @@ from tests.support.researcher import fill_with_bots, finished_run
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=False)]
 
+EXAMPLES = itertools.count(1)
 NAME = st.text(alphabet=string.ascii_lowercase + "-", min_size=2, max_size=12).filter(lambda s: s.strip("-") == s)
 
 
@@ -123,13 +127,12 @@ def _researcher_urls(study, run) -> list[str]:
     return urls
 
 
-@settings(max_examples=6, deadline=None, derandomize=True,
+@settings(max_examples=10, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(data=definitions())
 def test_every_researcher_page_and_export_of_a_generated_study_answers_200(data, owner_client, owner, monkeypatch):
-    from surveys.models import Study
-
-    Study.objects.filter(slug="generated").delete()
+    # Hypothesis runs every example in the same test transaction: each study gets a slug of its own.
+    data = {**data, "slug": f"generated-{next(EXAMPLES)}"}
     study = study_load(definition=parse_definition(data)).study
     study.owners.add(owner)
     fill_with_bots(study, 6, seed=3)
@@ -144,3 +147,22 @@ def test_every_researcher_page_and_export_of_a_generated_study_answers_200(data,
     for url in _researcher_urls(study, run):
         response = owner_client.get(url)
         assert response.status_code == 200, (url, response.status_code)
+
+
+@pytest.mark.parametrize("fixture", ["tide", "counselor", "most_least"])
+def test_every_researcher_page_and_export_of_each_seed_study_answers_200(request, fixture, owner_client, owner):
+    """The counselor results page once answered 500 (a win grid without a zero-shot condition)."""
+    study = request.getfixturevalue(fixture)
+    study.owners.add(owner)
+    fill_with_bots(study, 8, seed=5)
+    run = finished_run(study)
+    assert not run.failures, run.failures
+    for url in _researcher_urls(study, run):
+        response = owner_client.get(url)
+        assert response.status_code == 200, (url, response.status_code)
+    if study.slug == "counselor":
+        response = owner_client.get(f"/studies/{study.slug}/runs/{run.pk}/tables/win_table.csv")
+        rows = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode("utf-8-sig"))))
+        # The winner is named by the study's own conditions.
+        assert rows and {row["winner"] for row in rows} <= {"base", "fine-tuned", "tie", ""}
+        assert any(row["winner"] for row in rows)
