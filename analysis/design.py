@@ -117,7 +117,7 @@ class Design:
             "ranking": self.has_ranking,
             "best_worst": self.has_best_worst,
             "comparison": self.baseline is not None,
-            "reference": bool(self.references),
+            "references": bool(self.references),
             "subgroups": bool(self.subgroups),
             "regions": self.region_demographic is not None,
             "gold": self.has_gold,

@@ -10,13 +10,13 @@ from surveys.models import Item, ItemPlacement, Study
 from .personas import Quality
 
 # The expected rating of a condition by its role in the study's design (a plausible effect for demos and tests).
-ROLE_QUALITY = {"reference": 4.1, "treatment": 3.6, "baseline": 2.9}
+ROLE_QUALITY = {"references": 4.1, "treatment": 3.6, "baseline": 2.9}
 OTHER_QUALITY = 3.2
 
 
 def condition_quality(design: Design) -> dict[str, float]:
     """Condition name -> expected rating, from the roles the study's design gives its conditions."""
-    roles = {name: ROLE_QUALITY["reference"] for name in design.references}
+    roles = {name: ROLE_QUALITY["references"] for name in design.references}
     if design.baseline:
         roles[design.baseline] = ROLE_QUALITY["baseline"]
     if design.treatment:

@@ -304,7 +304,7 @@ with warnings.catch_warnings():
         instructions: NonEmpty
         question_text: str = ""
         construct: Annotated[str, Field(min_length=1, max_length=limits.CONSTRUCT)] = Field(
-            default="preferred", description='what is judged, as an adjective: "empathetic", "helpful"'
+            default="preferred", description='what is judged, as an adjective, e.g. "helpful" or "clear"'
         )
         ranking: bool = False
         best_worst: bool = False

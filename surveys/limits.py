@@ -33,4 +33,4 @@ DEMOGRAPHIC_CHOICE = 300  # one answer a demographic question offers
 DEMOGRAPHIC_TEXT = 2000  # the longest a short-text demographic answer may be
 GROUP_LABEL = 100  # a subgroup's label (ttests.csv group_a / group_b)
 REGION_NAME = 100
-CONSTRUCT = 60  # the construct judged, e.g. "empathetic"
+CONSTRUCT = 60  # the construct judged, e.g. "helpful"

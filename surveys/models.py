@@ -35,7 +35,7 @@ class Study(models.Model):
     instructions_text = models.TextField()
     question_text = models.TextField(blank=True)
     construct = models.CharField(max_length=limits.CONSTRUCT, default="preferred",
-                                 help_text='what participants judge, as an adjective ("empathetic")')
+                                 help_text='what participants judge, as an adjective ("helpful", "clear")')
     ranking_enabled = models.BooleanField(default=False)
     best_worst_enabled = models.BooleanField(default=False)
     letter_labels = models.BooleanField(default=False, help_text="responses shown as A, B, C ... by display position")

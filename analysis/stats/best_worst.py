@@ -1,7 +1,7 @@
 """Most/least (best-worst) choices: scores with bootstrap intervals, shares with Wilson intervals, equal shares.
 
 In a best-worst task a participant picks the most and the least (e.g.
-empathetic) response of a choice set: one block as one participant saw it.
+helpful) response of a choice set: one block as one participant saw it.
 A source is a system x condition. ``best_worst_scores`` counts each source's
 best and worst picks (best - worst, normalised by times shown, with a
 percentile bootstrap interval over participants); ``best_worst_shares`` gives
@@ -74,7 +74,7 @@ def best_worst_scores(
     Examples
     --------
     >>> ratings = pd.DataFrame({"participant_id": np.repeat(["a", "b"], 3), "block_id": "Q1",
-    ...     "model": ["A", "B", "C"] * 2, "condition": "zero-shot",
+    ...     "model": ["A", "B", "C"] * 2, "condition": "base",
     ...     "best": [True, False, False, True, False, False],
     ...     "worst": [False, False, True, False, True, False]})
     >>> best_worst_scores(ratings)[["model", "best", "worst", "normalized", "normalized_ci_low"]]

@@ -124,7 +124,7 @@ def win_table(
         ft_mean = means.get((system, scenario_id, treatment), np.nan)
         count = sum(reference_counts.get(b, 0) for b in blocks)
         reference_mean = sum(reference_sums.get(b, 0.0) for b in blocks) / count if count else np.nan
-        expected = [(baseline, zs_mean), (treatment, ft_mean)] + ([("reference", reference_mean)] if references else [])
+        expected = [(baseline, zs_mean), (treatment, ft_mean)] + ([("the references", reference_mean)] if references else [])
         missing = [label for label, value in expected if not np.isfinite(value)]
         rows.append({
             "model": system,

@@ -47,7 +47,7 @@ def rank_summary(
     Examples
     --------
     >>> ratings = pd.DataFrame({"response_id": ["Q1-R1", "Q1-R2"] * 2, "block_id": "Q1",
-    ...     "scenario": "S1", "model": ["A", "B"] * 2, "condition": "zero-shot", "rank": [1.0, 2, 2, 1]})
+    ...     "scenario": "S1", "model": ["A", "B"] * 2, "condition": "base", "rank": [1.0, 2, 2, 1]})
     >>> rank_summary(ratings).query("unit == 'model'")[["model", "n", "mean_rank"]]
       model  n  mean_rank
     4     A  2        1.5
@@ -221,7 +221,7 @@ def bradley_terry(
     Examples
     --------
     >>> ratings = pd.DataFrame({"participant_id": np.repeat(list("abc"), 2), "block_id": "Q1",
-    ...     "model": ["A", "B"] * 3, "condition": "zero-shot", "rank": [1.0, 2, 1, 2, 2, 1]})
+    ...     "model": ["A", "B"] * 3, "condition": "base", "rank": [1.0, 2, 1, 2, 2, 1]})
     >>> bradley_terry(ratings, n_boot=0)[["model", "strength", "worth"]].round(4)
       model  strength   worth
     0     A    0.3466  0.6667
