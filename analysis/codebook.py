@@ -129,6 +129,24 @@ _RATINGS: dict[str, Column] = {
                         "one dimension", TEXT, "the study's dimension keys"),
 }
 
+_FREE_TEXT: dict[str, Column] = {
+    "question_key": Column("key of the study's free-text question answered", TEXT, "the study's free-text question keys"),
+    "block_id": Column("block the answer was written under (for a question asked on every block)", TEXT,
+                       "the study's block ids; blank for a question asked once for the whole study"),
+    "scenario": Column("scenario of the block the answer was written under", TEXT,
+                       "the study's scenario ids; blank for a question asked once for the whole study"),
+    "text": Column("the participant's answer as written (a cell starting with = + - @ or a tab is prefixed with a "
+                   "single quote)", TEXT, "free text up to the question's maximum length; unanswered questions have "
+                   "no row"),
+}
+
+_CHOICES: dict[str, Column] = {
+    "label": Column("the label the participant saw on the response: the letter of its display position when the "
+                    "study shows letters, otherwise the response's source label", TEXT,
+                    "A, B, C ... (by position), or the study's source labels; blank when the study shows neither"),
+    "choice": Column("what the participant chose this response as", TEXT, "most, least"),
+}
+
 _FLOW_RULE = Column("quality rule of this step", TEXT, f"{quality.ENROLLED} (step 0), {_RULES}")
 
 _FILTER_FLOW: dict[str, Column] = {
@@ -501,6 +519,8 @@ _POSITION_BIAS: dict[str, Column] = {
 TABLE_COLUMNS: dict[str, dict[str, Column]] = {
     "participants.csv": _PARTICIPANTS,
     "ratings.csv": _RATINGS,
+    "free_text.csv": _FREE_TEXT,
+    "choices.csv": _CHOICES,
     "filter_flow.csv": _FILTER_FLOW,
     "filter_flow_by_subgroup.csv": _FILTER_FLOW_BY_SUBGROUP,
     "win_table.csv": _WIN_TABLE,

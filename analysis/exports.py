@@ -8,7 +8,7 @@ an ``Export`` to ``EXPORTS``.
 from __future__ import annotations
 
 import csv
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -20,8 +20,12 @@ import pandas as pd
 from analysis import frames, registry
 from analysis.design import Design, study_design
 from analysis.models import AnalysisRun
-from analysis.selectors import analysis_run_latest_done, participant_results, result_table_frame, result_table_names
-from surveys.models import DemographicQuestion, Study
+from analysis.selectors import (
+    FREE_TEXT_COLUMNS, analysis_run_latest_done, choice_rows, free_text_rows, participant_results, result_table_frame,
+    result_table_names,
+)
+from surveys.forms import letter_label
+from surveys.models import DemographicQuestion, FreeTextQuestion, Study
 
 # A spreadsheet runs a cell starting with these as a formula (CSV injection).
 _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
@@ -170,10 +174,49 @@ def _cells(column: pd.Series) -> Callable[[slice], list]:
 _WHOLE_NUMBERS = {"position", "rating", "rank", "block_order"}
 
 
+def free_text_export_rows(run: AnalysisRun) -> Rows:
+    """free_text.csv: every written answer of the run's retained participants (block fields blank for
+    study-level questions)."""
+    yield FREE_TEXT_COLUMNS
+    yield from free_text_rows(run=run).iterator(chunk_size=2000)
+
+
+CHOICE_EXPORT_COLUMNS = [
+    "participant_id", "block_id", "scenario", "response_id", "model", "condition", "label", "position", "choice",
+]
+# The stored best/worst choice as the export names it (the words the participant read).
+CHOICE_NAMES = {"best": "most", "worst": "least"}
+
+
+def choice_records(rows: Iterable[tuple], *, letter_labels: bool) -> Iterator[list[Any]]:
+    """Rows of ``selectors.choice_rows`` as rows of choices.csv (``CHOICE_EXPORT_COLUMNS``).
+
+    ``label`` is what the participant saw: the letter of the display position when
+    the study shows letters (``letter_labels``), otherwise the response's source label.
+    """
+    for *ids, source_label, position, choice in rows:
+        yield [*ids, letter_label(position) if letter_labels else source_label, position, CHOICE_NAMES[choice]]
+
+
+def choices_export_rows(run: AnalysisRun) -> Rows:
+    """choices.csv: one row per response a retained participant chose as most or least."""
+    yield CHOICE_EXPORT_COLUMNS
+    letters = Study.objects.filter(pk=run.study_id).values_list("letter_labels", flat=True).get()
+    yield from choice_records(choice_rows(run=run).iterator(chunk_size=2000), letter_labels=letters)
+
+
 EXPORTS: dict[str, Export] = {
     "participants": Export("participants.csv", participants_rows, "participants with quality metrics (pseudonyms)"),
     "identifiers": Export("identifiers.csv", identifiers_rows, "panel ids for paying/rejecting (restricted)"),
     "ratings": Export("ratings.csv", ratings_rows, "cleaned ratings of retained participants"),
+    "free-text": Export("free_text.csv", free_text_export_rows, "written answers of retained participants"),
+    "choices": Export("choices.csv", choices_export_rows,
+                      "most and least choices of retained participants (best-worst studies)"),
+}
+# The answer exports a study has only when its design asks that kind of answer.
+_ANSWER_EXPORTS: dict[str, Callable[[Study], bool]] = {
+    "free-text": lambda study: FreeTextQuestion.objects.filter(study=study).exists(),
+    "choices": lambda study: study.best_worst_enabled,
 }
 # Every result table of the registry, exported under its own name (win_table.csv, ttests.csv, ...).
 for _analysis in registry.REGISTERED:
@@ -186,6 +229,13 @@ def result_exports_of(run: AnalysisRun) -> list[str]:
     present = set(result_table_names(run=run))
     return [name for name, export in EXPORTS.items()
             if export.filename.removesuffix(".csv") in present]
+
+
+def exports_of(run: AnalysisRun) -> list[str]:
+    """The pseudonymous exports of the run, as the exports page, the API and the zip list them: participants,
+    ratings, the answer exports the study's design applies to, then the run's result tables."""
+    answers = [name for name, applies in _ANSWER_EXPORTS.items() if applies(run.study)]
+    return ["participants", "ratings", *answers, *result_exports_of(run)]
 
 
 # Exports that hold only pseudonymous data (everything but identifiers).
@@ -272,7 +322,7 @@ def everything_zip(*, run: AnalysisRun) -> Iterator[bytes]:
     headers: dict[str, list[str]] = {}
     descriptions: dict[str, str] = {}
     with zipfile.ZipFile(sink, mode="w", compression=zipfile.ZIP_DEFLATED) as archive:
-        for name in ["participants", "ratings", *result_exports_of(run)]:
+        for name in exports_of(run):
             lines = export_lines(run=run, what=name)
             header = next(lines)
             filename = EXPORTS[name].filename

@@ -154,8 +154,7 @@ def _csv_response(request: HttpRequest, lines, filename: str) -> StreamingHttpRe
 def export_list(request: HttpRequest, slug: str) -> HttpResponse:
     study = study_for_user(request.user, slug)
     run = selectors.analysis_run_latest_done(study=study)
-    available = exports.result_exports_of(run) if run else []
-    files = [(name, exports.EXPORTS[name]) for name in ["participants", "ratings", *available]]
+    files = [(name, exports.EXPORTS[name]) for name in exports.exports_of(run)] if run else []
     return render(request, "researcher/exports.html", {"study": study, "run": run, "files": files})
 
 

@@ -88,6 +88,8 @@ EXPECTED: dict[str, Expect] = {
     "api-run-table": api_endpoint(A + "/runs/{run}/tables/filter_flow/"),
     "api-exports": api_endpoint(A + "/exports/"),
     "api-export": api_endpoint(A + "/exports/participants.csv"),
+    "api-free-text": api_endpoint(A + "/exports/free-text/"),
+    "api-choices": api_endpoint(A + "/exports/choices/"),
     "api-identifiers": api_endpoint(A + "/restricted/identifiers.csv"),
     "api-import-responses": api_endpoint(A + "/imports/responses/", method="POST", owner=400),
     "api-import-gold": api_endpoint(A + "/imports/gold/", method="POST", owner=400),
@@ -105,6 +107,7 @@ EXPECTED: dict[str, Expect] = {
     "researcher:figure_csv": researcher_page(S + "/runs/{run}/figures/rating_means.csv"),
     "researcher:import": researcher_page(S + "/import/"),
     "researcher:exports": researcher_page(S + "/exports/"),
+    "researcher:free_text": researcher_page(S + "/free-text/"),
     "researcher:metrics": researcher_page(S + "/metrics/"),
     "researcher:raters": researcher_page(S + "/raters/"),
     # The fixture has no rater link, so even the owner finds none to revoke.
