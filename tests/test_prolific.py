@@ -10,6 +10,7 @@ from decimal import Decimal
 
 import pytest
 from django.apps import apps
+from django.db import IntegrityError, transaction
 from django.test import Client
 
 from analysis.models import ParticipantResult
@@ -397,3 +398,25 @@ def test_the_token_is_never_logged_nor_stored(prolific, reviewed, caplog):
     for model in apps.get_models():
         for row in model.objects.values_list():
             assert TOKEN not in repr(row), model.__name__
+
+
+# ------------------------------------------------------------------ the database's constraints
+
+
+def test_the_database_refuses_rows_that_contradict_themselves(prolific, tide):
+    panel = _draft(tide)
+    bad_rows = {
+        "panel_study_terms_positive": lambda: PanelStudy.objects.filter(pk=panel.pk).update(reward_cents=0),
+        "panel_submission_release_matches_status": lambda: PanelSubmission.objects.create(
+            panel_study=panel, submission_id="s1", panel_participant_id=A, status="RETURNED", releases_place=False),
+        "panel_submission_release_matches_status ": lambda: PanelSubmission.objects.create(
+            panel_study=panel, submission_id="s2", panel_participant_id=A, status="APPROVED", releases_place=True),
+        "bonus_file_paid_once": lambda: [BonusPayment.objects.create(
+            panel_study=panel, prolific_id=f"b{i}", file_sha256="f" * 64, participants=1, total_amount=1)
+            for i in range(2)],
+    }
+    assert {name.strip() for name in bad_rows} == {
+        c.name for model in apps.get_app_config("prolific").get_models() for c in model._meta.constraints}
+    for write in bad_rows.values():
+        with pytest.raises(IntegrityError), transaction.atomic():
+            write()
