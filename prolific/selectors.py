@@ -16,12 +16,12 @@ AWAITING_REVIEW = "AWAITING REVIEW"
 # Our reject reasons (DESIGN 3.2) in Prolific's rejection categories, with the message
 # Prolific shows the participant (it asks for at least 100 characters).
 REJECTIONS = {
-    REJECT_ATTENTION: ("FAILED_CHECK",
-                       "Your submission failed two or more of this study's instructed attention checks, which "
-                       "Prolific allows as a ground for rejection. Thank you for your time."),
-    REJECT_TOO_FAST: ("TOO_QUICKLY",
-                      "Your submission was completed more than three standard deviations faster than the mean "
-                      "time of this study, which Prolific allows as a ground for rejection."),
+    REJECT_ATTENTION: ("FAILED_CHECK", (
+        "Your submission failed two or more of this study's instructed attention checks, which "
+        "Prolific allows as a ground for rejection. Thank you for your time.")),
+    REJECT_TOO_FAST: ("TOO_QUICKLY", (
+        "Your submission was completed more than three standard deviations faster than the mean "
+        "time of this study, which Prolific allows as a ground for rejection.")),
 }
 
 

@@ -123,10 +123,12 @@ def panel_study_transition(*, panel: PanelStudy, action: str, client: ProlificCl
 
 
 def panel_submissions_sync(*, panel: PanelStudy, client: ProlificClient | None = None) -> SyncSummary:
-    """Store each submission's status; returned, timed-out and rejected ones free their place.
+    """Store the study's status and each submission's; returned, timed-out and rejected ones free their place.
 
     Idempotent: a second sync with nothing new changes nothing."""
-    submissions = (client or ProlificClient()).submissions(panel.prolific_id)
+    client = client or ProlificClient()
+    study_status = client.study_get(panel.prolific_id).get("status") or panel.status
+    submissions = client.submissions(panel.prolific_id)
     ours = dict(Participant.objects.filter(
         study=panel.study, external_id__in=[s.get("participant_id", "") for s in submissions],
     ).values_list("external_id", "pk"))
@@ -143,8 +145,8 @@ def panel_submissions_sync(*, panel: PanelStudy, client: ProlificClient | None =
             PanelSubmission.objects.update_or_create(submission_id=item["id"],
                                                      defaults={"panel_study": panel, **values})
             changed += 1
-        panel.synced_at = clock.now()
-        panel.save(update_fields=["synced_at"])
+        panel.synced_at, panel.status = clock.now(), study_status
+        panel.save(update_fields=["synced_at", "status"])
     released = panel.submissions.filter(releases_place=True).count()
     return SyncSummary(submissions=len(submissions), changed=changed, released=released)
 
@@ -209,7 +211,7 @@ def _bonus_rows(panel: PanelStudy, text: str) -> list[tuple[str, Decimal]]:
         panel_id = by_pseudonym.get(who) or (who if who in panel_ids else None)
         try:
             amount = Decimal(amount_text)
-            valid = amount.is_finite() and Decimal("0") < amount <= MAX_BONUS and amount == amount.quantize(Decimal("0.01"))
+            valid = amount.is_finite() and Decimal(0) < amount <= MAX_BONUS and amount == amount.quantize(Decimal("0.01"))
         except InvalidOperation:
             valid = False
         if panel_id is None:
@@ -248,7 +250,7 @@ def bonuses_pay(*, panel: PanelStudy, data: bytes, client: ProlificClient | None
                             "check Prolific before trying again") from None
     return BonusPayment.objects.create(
         panel_study=panel, prolific_id=bulk["id"], file_sha256=digest, participants=len(rows),
-        total_amount=sum((amount for _, amount in rows), Decimal("0")),
+        total_amount=sum((amount for _, amount in rows), Decimal(0)),
     )
 
 

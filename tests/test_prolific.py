@@ -125,6 +125,9 @@ def test_sync_stores_every_status_across_pages_and_a_second_sync_changes_nothing
     assert PanelSubmission.objects.get(panel_participant_id=A).participant == ours
     assert PanelSubmission.objects.get(panel_participant_id=B).participant is None
     assert services.panel_submissions_sync(panel=panel).changed == 0
+    prolific.studies[panel.prolific_id]["status"] = "AWAITING REVIEW"  # Prolific moved on by itself
+    services.panel_submissions_sync(panel=panel)
+    assert PanelStudy.objects.get(pk=panel.pk).status == "AWAITING REVIEW"
 
 
 def test_returned_and_timed_out_participants_in_progress_free_their_place(prolific, tide, steps):
@@ -311,6 +314,8 @@ ACTIONS = {
               "POST", r"/api/v1/studies/\w+/transition/"),
     "sync": (lambda panel, tide: services.panel_submissions_sync(panel=panel),
              "GET", r"/api/v1/studies/\w+/submissions/.*"),
+    "sync status": (lambda panel, tide: services.panel_submissions_sync(panel=panel),
+                    "GET", r"/api/v1/studies/\w+/"),
     "bonus setup": (lambda panel, tide: services.bonuses_pay(panel=panel, data=f"{A},1.00".encode()),
                     "POST", "/api/v1/submissions/bonus-payments/"),
     "bonus pay": (lambda panel, tide: services.bonuses_pay(panel=panel, data=f"{A},1.00".encode()),
