@@ -34,3 +34,4 @@ DEMOGRAPHIC_TEXT = 2000  # the longest a short-text demographic answer may be
 GROUP_LABEL = 100  # a subgroup's label (ttests.csv group_a / group_b)
 REGION_NAME = 100
 CONSTRUCT = 60  # the construct judged, e.g. "empathetic"
+LANGUAGE = 15  # a language code of settings.LANGUAGES, e.g. "zh-hans"
