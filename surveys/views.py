@@ -25,6 +25,7 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.cache import never_cache
+from django.utils.functional import Promise
 from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_POST
 
@@ -557,7 +558,7 @@ def _draft_keep(
     return HttpResponse(status=204)
 
 
-def _draft_refused(status: int, message: str) -> JsonResponse:  # message: str or lazy text
+def _draft_refused(status: int, message: str | Promise) -> JsonResponse:
     return JsonResponse({"error": message}, status=status)
 
 

@@ -344,10 +344,10 @@ def test_the_progress_bar_counts_blocks(client, tide, steps):
 # its dimensions, placements with items, free-text questions. No session write:
 # web/sessions.py saves an unchanged session only every SESSION_REFRESH_SECONDS.
 BLOCK_GET_QUERIES = 10
-# The reads of the page (without the time estimate), then the locked save (savepoint,
+# The study's language and the reads of the page (without the time estimate), then the locked save (savepoint,
 # lock, current visit, placements, dimensions, ratings, ranks, submitted_at,
 # the draft's deletion, last_seen_at, release).
-BLOCK_POST_QUERIES = 18
+BLOCK_POST_QUERIES = 19
 
 
 @pytest.mark.parametrize("answered", [0, 20])
