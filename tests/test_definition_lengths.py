@@ -159,6 +159,7 @@ def _schema_max(*path: str) -> int:
 COLUMNS = [
     (("properties", "slug"), Study, "slug"),
     (("properties", "title"), Study, "title"),
+    (("properties", "language"), Study, "language"),
     (("properties", "systems", "items"), System, "name"),
     (("properties", "conditions", "items"), Condition, "name"),
     (("properties", "scenarios", "items", "properties", "id"), Scenario, "key"),
