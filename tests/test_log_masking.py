@@ -104,13 +104,16 @@ def test_tracebacks_are_masked_too():
 
 def test_logged_sql_shows_no_literal_values(db, tide):
     logger = logging.getLogger("django.db.backends")
-    level, logger.level = logger.level, logging.DEBUG
+    # Earlier tests in the same process (a worker set-up, gunicorn's config) may have disabled the logger.
+    level, disabled, propagate = logger.level, logger.disabled, logger.propagate
+    logger.level, logger.disabled, logger.propagate = logging.DEBUG, False, True
     debug_cursor, connection.force_debug_cursor = connection.force_debug_cursor, True
     try:
         with captured_log() as log:
             Participant.objects.filter(study=tide, external_id=WORKER).exists()
     finally:
-        logger.level, connection.force_debug_cursor = level, debug_cursor
+        logger.level, logger.disabled, logger.propagate = level, disabled, propagate
+        connection.force_debug_cursor = debug_cursor
     text = log.getvalue()
     assert "external_id" in text and "'[masked]'" in text
     assert WORKER not in text

@@ -137,7 +137,7 @@ EXPECTED_NOTES = [
     ("no rank column", "friedman", "missing columns: rank"),
     ("no rank column", "bradley_terry", "missing columns: rank"),
     ("no best or worst column", "best_worst", "missing columns: best, worst"),
-    ("only zero-shot", "win_table", "no ratings for fine-tuned, reference"),
+    ("only zero-shot", "win_table", "no ratings for fine-tuned, the references"),
     ("only zero-shot", "win_summary", "no decided comparisons"),
     ("only zero-shot", "wilcoxon", "model lacks a zero-shot or fine-tuned condition"),
     ("only zero-shot", "mixed_model", "only one condition"),
