@@ -77,7 +77,8 @@ def run_status(request: HttpRequest, slug: str, run_id: int) -> JsonResponse:
     study = study_for_user(request.user, slug)
     run = get_object_or_404(AnalysisRun, study=study, pk=run_id)
     return JsonResponse({"id": run.pk, "status": run.status, "step": run.step, "error": run.error,
-                         "failures": run.failures, "created_at": run.created_at, "finished_at": run.finished_at})
+                         "failures": run.failures, "pending": run.pending, "created_at": run.created_at,
+                         "finished_at": run.finished_at})
 
 
 LEVELS = ("participant", "rating")
@@ -93,12 +94,14 @@ def _table_for_display(frame, *, level: str):
 @login_required
 @chart_page_csp
 def results(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
+    """A run's tables and figures; while it runs, those landed so far and a list of those still computing."""
     study = study_for_user(request.user, slug)
-    run = get_object_or_404(AnalysisRun, study=study, pk=run_id, status=AnalysisRun.Status.DONE)
+    run = get_object_or_404(AnalysisRun, study=study, pk=run_id,
+                            status__in=[AnalysisRun.Status.RUNNING, AnalysisRun.Status.DONE])
     level = request.GET.get("level", "participant")
     if level not in LEVELS:
         level = "participant"
-    frames = selectors.result_tables(run=run)
+    frames = selectors.result_tables_so_far(run=run)
     sections = [
         {"key": key, "heading": heading, "tables": [
             {"name": a.name, "title": a.title, **_table_for_display(frames[a.name], level=level)} for a in analyses
@@ -107,12 +110,20 @@ def results(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
     ]
     return render(request, "researcher/results.html", {
         "study": study, "run": run, "sections": sections, "level": level, "levels": LEVELS,
-        "failures": sorted(run.failures.items()),
+        "failures": sorted(run.failures.items()), "computing": _still_computing(run),
         "figures": charts.results_figures(frames, registry.figure_sources(),
                                           scale=selectors.study_rating_scale(study=study),
                                           scenario_labels=selectors.scenario_labels_of(study=study)),
         **_metrics_context(study),
     })
+
+
+def _still_computing(run: AnalysisRun) -> list[str] | None:
+    """Titles of the tables a running run has yet to land (None when the run is done)."""
+    if run.status == AnalysisRun.Status.DONE:
+        return None
+    pending = set(run.pending)
+    return [analysis.title for analysis in registry.REGISTERED if analysis.name in pending]
 
 
 @login_required
