@@ -19,7 +19,7 @@ import os
 import pickle
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,16 +43,20 @@ class Plan:
         return [a.name for a in self.paper] + [name for part in self.parts for name in part]
 
 
-def statistics_plan(analyses: Iterable[Analysis]) -> Plan:
-    """Split ``analyses`` (in their registry order) into the paper's and the parts.
+def statistics_plan(analyses: Iterable[Analysis], *, seconds: Mapping[str, float] | None = None) -> Plan:
+    """Split ``analyses`` (in their registry order) into the paper's and the parts, longest part first.
 
-    The slow analyses come first, one part each, so that idle workers start on
-    them while the quick ones, together in the last part, fill in the page.
+    ``seconds`` are the tables' times in an earlier run of the study, if any:
+    the parts are sent longest first, so the run's wall time is not that of a
+    long part started last. Without them the slow analyses come first, one
+    part each, and the quick ones, together, last.
     """
     chosen = list(analyses)
     rest = [a for a in chosen if not a.paper]
     quick = tuple(a.name for a in rest if not a.own_task)
     parts = [(a.name,) for a in rest if a.own_task] + ([quick] if quick else [])
+    if seconds:
+        parts.sort(key=lambda part: -sum(seconds.get(name, 0.0) for name in part))  # stable: ties keep order
     return Plan(paper=tuple(a for a in chosen if a.paper), parts=tuple(parts))
 
 

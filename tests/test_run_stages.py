@@ -229,3 +229,14 @@ def test_the_api_shows_what_is_pending_and_serves_no_table_until_the_run_is_done
         run_analysis_part.apply(args=args)
     assert owner_api.get(f"/api/runs/{run.pk}/").json()["pending"] == []
     assert owner_api.get(f"/api/studies/{staged_study.slug}/runs/{run.pk}/tables/").status_code == 200
+
+
+def test_the_plan_sends_the_longest_part_first_when_an_earlier_run_timed_the_tables():
+    analyses = [registry.ANALYSES[name] for name in (*PAPER, *OTHERS)]
+    plan = fanout.statistics_plan(analyses)
+    assert [a.name for a in plan.paper] == list(PAPER)
+    assert plan.parts == (("bradley_terry",), ("rater_loo",), ("descriptives", "region_means"))
+    timed = fanout.statistics_plan(analyses, seconds={"bradley_terry": 1.0, "rater_loo": 4.0, "descriptives": 2.5,
+                                                      "region_means": 2.5})
+    assert timed.parts == (("descriptives", "region_means"), ("rater_loo",), ("bradley_terry",))
+    assert sorted(timed.table_names) == sorted((*PAPER, *OTHERS))

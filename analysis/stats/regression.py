@@ -135,8 +135,31 @@ def _boundary_note(names: list[str], components: Any, residual: float) -> str:
             "fixed-effect SEs are unreliable")
 
 
+def _logit_ordered_model() -> type:
+    """statsmodels' ``OrderedModel`` for ``distr="logit"``, its cdf and pdf computed by ``scipy.special`` directly.
+
+    They are the functions ``scipy.stats.logistic`` evaluates (``expit`` and
+    ``exp(-|x| - 2 log1p(exp(-|x|)))``), so every number is the same; skipping
+    the generic distribution's argument handling makes the fit about four times faster.
+    """
+    from scipy import special
+    from statsmodels.miscmodels.ordinal_model import OrderedModel
+
+    class LogitOrderedModel(OrderedModel):
+        def cdf(self, x):
+            return special.expit(x)
+
+        def pdf(self, x):
+            y = -np.abs(x)
+            return np.exp(y - 2.0 * special.log1p(np.exp(y)))
+
+    return LogitOrderedModel
+
+
 #: Largest |gradient| of the ordinal model's log-likelihood accepted as converged.
 ORDINAL_GRADIENT_TOLERANCE = 1e-3
+#: At most this many Newton steps polish the ordinal model's BFGS estimates.
+ORDINAL_NEWTON_STEPS = 50
 
 
 def _largest_gradient(model_spec: Any, params: pd.Series) -> float:
@@ -193,7 +216,9 @@ def mixed_model(
 
     frame = frame.assign(group=1)
     formula = _FORMULA if frame["system"].nunique() > 1 else "rating ~ C(condition, Treatment('zero-shot'))"
-    model_spec = smf.mixedlm(formula, frame, groups="group", re_formula="0",
+    # One group holding every row: the variance-component designs (a column per participant, per item) are
+    # mostly zeros, and sparse algebra does the same REML computation several times faster than dense.
+    model_spec = smf.mixedlm(formula, frame, groups="group", re_formula="0", use_sparse=True,
                              vc_formula={"participant": "0 + C(participant_id)", "item": "0 + C(response_id)"})
     result, fit_note = _fit_mixed(model_spec)
     note = _join_notes(note, fit_note, _boundary_note(model_spec.exog_vc.names, result.vcomp, result.scale))
@@ -247,13 +272,11 @@ def ordinal_model(
     problem = _design_problem(frame)
     if problem:
         return _note_frame(MODEL_COLUMNS, _join_notes(note, problem))
-    from statsmodels.miscmodels.ordinal_model import OrderedModel
-
     levels = np.sort(frame["rating"].unique())
     labels = [f"{level:g}" for level in levels]
     outcome = pd.Categorical(frame["rating"].map(dict(zip(levels, labels))), categories=labels, ordered=True)
     formula = _FORMULA if frame["system"].nunique() > 1 else "rating ~ C(condition, Treatment('zero-shot'))"
-    model_spec = OrderedModel.from_formula(formula, frame.assign(rating=outcome), distr="logit")
+    model_spec = _logit_ordered_model().from_formula(formula, frame.assign(rating=outcome), distr="logit")
     clusters = pd.factorize(frame["participant_id"])[0]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -265,15 +288,20 @@ def ordinal_model(
             problem = "singular information matrix (a term separates the ratings perfectly?): no estimates"
             return _note_frame(MODEL_COLUMNS, _join_notes(note, problem))
     gradient = _largest_gradient(model_spec, result.params)
-    if gradient > ORDINAL_GRADIENT_TOLERANCE:
-        # BFGS stops on a scaled criterion that a large frame meets early; Newton steps finish the job.
+    # BFGS stops on a scaled criterion that a large frame meets early; Newton steps finish the job, one at
+    # a time until the gradient is ~0 (usually one): later steps only move the estimates within the noise
+    # of the numerical Hessian, at a thousand likelihood evaluations each.
+    for _ in range(ORDINAL_NEWTON_STEPS):
+        if gradient <= ORDINAL_GRADIENT_TOLERANCE:
+            break
         with warnings.catch_warnings(record=True) as polishing:
             warnings.simplefilter("always")
             polished = model_spec.fit(start_params=np.asarray(result.params), method="newton", disp=False,
-                                      maxiter=50, cov_type="cluster", cov_kwds={"groups": clusters})
+                                      maxiter=1, cov_type="cluster", cov_kwds={"groups": clusters})
         polished_gradient = _largest_gradient(model_spec, polished.params)
-        if polished_gradient < gradient:
-            result, gradient, caught = polished, polished_gradient, polishing
+        if polished_gradient >= gradient:
+            break
+        result, gradient, caught = polished, polished_gradient, polishing
     messages = _fit_warnings(caught)
     if gradient > ORDINAL_GRADIENT_TOLERANCE:
         messages = [f"not converged: largest log-likelihood gradient {gradient:.3g}", *messages]
