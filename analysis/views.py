@@ -6,7 +6,11 @@ user may not see) and stays thin: reads come from selectors, writes from service
 
 from __future__ import annotations
 
+import hashlib
+import json
+
 from django.contrib.auth.decorators import login_required
+from django.core.cache import cache
 from django.db.models import Count, Q
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -84,11 +88,17 @@ def run_status(request: HttpRequest, slug: str, run_id: int) -> JsonResponse:
 LEVELS = ("participant", "rating")
 
 
+#: A results page shows at most this many rows of a table (one row per rater runs to thousands); the CSV has all.
+ROWS_SHOWN = 100
+
+
 def _table_for_display(frame, *, level: str):
     if "level" in frame.columns and level in set(frame["level"]):
         frame = frame[frame["level"] == level]
-    shown = frame.round(4).astype(object).where(frame.notna(), "")
-    return {"columns": list(shown.columns), "rows": shown.values.tolist(), "n_rows": len(shown)}
+    head = frame.head(ROWS_SHOWN)
+    shown = head.round(4).astype(object).where(head.notna(), "")
+    return {"columns": list(shown.columns), "rows": shown.values.tolist(), "n_rows": len(frame),
+            "cut": len(frame) > ROWS_SHOWN}
 
 
 @login_required
@@ -108,14 +118,35 @@ def results(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
         ]}
         for key, heading, analyses in registry.sections(frames)
     ]
+    figures, template = _page_figures(study, run, frames)
     return render(request, "researcher/results.html", {
         "study": study, "run": run, "sections": sections, "level": level, "levels": LEVELS,
         "failures": sorted(run.failures.items()), "computing": _still_computing(run),
-        "figures": charts.results_figures(frames, registry.figure_sources(),
-                                          scale=selectors.study_rating_scale(study=study),
-                                          scenario_labels=selectors.scenario_labels_of(study=study)),
-        **_metrics_context(study),
+        "figures": figures, "figure_template": template, **_metrics_context(study),
     })
+
+
+# Seconds a done run's figures stay cached: building them with plotly.py takes most of the page's time.
+FIGURES_CACHE_SECONDS = 3600
+
+
+def _page_figures(study, run: AnalysisRun, frames) -> tuple[dict, dict | None]:
+    """The results page's figures and their shared template; a done run's are built once and cached.
+
+    A done run's tables never change; the key also holds what the figures
+    take from the study (its rating scale and scenario labels).
+    """
+    scale, labels = selectors.study_rating_scale(study=study), selectors.scenario_labels_of(study=study)
+
+    def build() -> tuple[dict, dict | None]:
+        return charts.page_payload(charts.results_figures(frames, registry.figure_sources(), scale=scale,
+                                                          scenario_labels=labels))
+
+    if run.status != AnalysisRun.Status.DONE:
+        return build()
+    study_part = hashlib.sha256(json.dumps([scale, labels], sort_keys=True).encode()).hexdigest()[:16]
+    key = f"results-figures:{run.pk}:{run.attempts}:{study_part}"
+    return cache.get_or_set(key, build, FIGURES_CACHE_SECONDS)
 
 
 def _still_computing(run: AnalysisRun) -> list[str] | None:

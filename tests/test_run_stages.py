@@ -15,6 +15,7 @@ from analysis.models import AnalysisRun, ResultTable
 from analysis.selectors import analysis_run_latest_done, result_table_frame, result_tables_so_far
 from analysis.tasks import run_analysis, run_analysis_part
 from config.celery import app
+from tests.support.held_broker import held_broker, held_messages  # noqa: F401  (held_broker is a fixture)
 from tests.support.quality_data import planted_import, planted_population
 from tests.support.researcher import narrow_analyses
 
@@ -27,35 +28,6 @@ def staged_study(tide, monkeypatch):
     planted_import(tide, [p for p in planted_population(n_honest=6) if not p.live])
     narrow_analyses(monkeypatch, (*PAPER, *OTHERS))
     return tide
-
-
-@pytest.fixture
-def held_broker(settings):
-    """Tasks are sent for real, to kombu's in-memory broker, where they wait until the test delivers them."""
-    previous = (app.conf.task_always_eager, app.conf.broker_url, app._pool, app.amqp._producer_pool)
-    settings.CELERY_TASK_ALWAYS_EAGER = app.conf.task_always_eager = False
-    app.conf.broker_url = "memory://"
-    app._pool = app.amqp._producer_pool = None
-    held_messages()  # start empty
-    yield held_messages
-    held_messages()
-    app.conf.task_always_eager, app.conf.broker_url, app._pool, app.amqp._producer_pool = previous
-
-
-def held_messages() -> list[tuple[str, list]]:
-    """(task name, positional arguments) of every message waiting on the broker, taken off it."""
-    taken = []
-    with app.connection_for_read() as connection:
-        queue = connection.SimpleQueue(app.conf.task_default_queue)
-        while True:
-            try:
-                message = queue.get(block=False)
-            except queue.Empty:
-                break
-            taken.append((message.headers["task"], message.payload[0]))
-            message.ack()
-        queue.close()
-    return taken
 
 
 def queued_run(study) -> AnalysisRun:
