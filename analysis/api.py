@@ -29,7 +29,7 @@ from surveys.api import ApiAutoSchema, ErrorSerializer
 from . import exports, importers, runs, selectors
 from .models import AnalysisRun, ResultTable
 from .serializers import (
-    AnalysisRunSerializer, ExportSerializer, GoldImportReportSerializer, GoldImportSerializer, ImportReportSerializer,
+    AnalysisRunSerializer, ChoiceRecordSerializer, ExportSerializer, FreeTextRecordSerializer, GoldImportReportSerializer, GoldImportSerializer, ImportReportSerializer,
     ResponsesImportSerializer, ResultTableSerializer, ResultTableSummarySerializer, RunCreatedSerializer,
     TableQuerySerializer,
 )
@@ -218,7 +218,7 @@ class ExportList(APIView):
     def get(self, request: Request, slug: str) -> Response:
         study = study_for_user(request.user, slug)
         run = selectors.analysis_run_latest_done(study=study)
-        names = ["participants", "ratings", *exports.result_exports_of(run)] if run else []
+        names = exports.exports_of(run) if run else []
         body = [
             {"name": name, "filename": exports.EXPORTS[name].filename, "description": exports.EXPORTS[name].description,
              "url": reverse("api-export", kwargs={"slug": study.slug, "name": name})}
@@ -258,6 +258,51 @@ class IdentifiersDownload(APIView):
     @extend_schema(operation_id="studies_identifiers_download", responses=_CSV_RESPONSES)
     def get(self, request: Request, slug: str) -> StreamingHttpResponse:
         return _export_response(request, slug, "identifiers")
+
+
+class _ExportRecords(generics.ListAPIView):
+    """An answer export of the latest finished run as paginated JSON records (the CSV's columns and rows)."""
+
+    schema = ApiAutoSchema()
+
+    def get_queryset(self):
+        study = study_for_user(self.request.user, self.kwargs["slug"])
+        try:
+            self.run = exports.export_run(study=study)
+        except exports.ExportUnavailable as exc:
+            raise NotFound(str(exc)) from None
+        return self.rows(self.run)
+
+    def list(self, request: Request, *args, **kwargs) -> Response:
+        page = self.paginate_queryset(self.get_queryset())
+        body = self.get_serializer([dict(zip(self.columns, row)) for row in self.records(page)], many=True).data
+        return self.get_paginated_response(body)
+
+    def records(self, rows: list[tuple]) -> Iterator[list]:
+        return iter(rows)
+
+
+class FreeTextRecords(_ExportRecords):
+    """free_text.csv as JSON: the written answers of the retained participants of the latest finished run."""
+
+    serializer_class = FreeTextRecordSerializer
+    columns = selectors.FREE_TEXT_COLUMNS
+
+    def rows(self, run: AnalysisRun):
+        return selectors.free_text_rows(run=run)
+
+
+class ChoiceRecords(_ExportRecords):
+    """choices.csv as JSON: the most and least choices of the retained participants of the latest finished run."""
+
+    serializer_class = ChoiceRecordSerializer
+    columns = exports.CHOICE_EXPORT_COLUMNS
+
+    def rows(self, run: AnalysisRun):
+        return selectors.choice_rows(run=run)
+
+    def records(self, rows: list[tuple]) -> Iterator[list]:
+        return exports.choice_records(rows, letter_labels=self.run.study.letter_labels)
 
 
 # ---------------------------------------------------------------- imports

@@ -18,8 +18,15 @@ from plotly.subplots import make_subplots
 
 from .regions import REGIONS, STATE_REGION
 
-CONDITION_COLOURS = {"zero-shot": "#4c78a8", "fine-tuned": "#f58518", "reference": "#54a24b"}
-WINNER_CODES = {"zero-shot": -1, "tie": 0, "fine-tuned": 1}
+# Conditions take these colours in the study's order (baseline, treatment, references, others).
+PALETTE = ("#4c78a8", "#f58518", "#54a24b", "#b279a2", "#e45756", "#72b7b2", "#9d755d", "#bab0ac")
+TIE_COLOUR = "#eeeeee"
+
+
+def condition_colours(conditions: list[str] | None) -> dict[str, str]:
+    """A colour per condition, in the order given (the palette repeats past eight)."""
+    return {name: PALETTE[k % len(PALETTE)] for k, name in enumerate(conditions or [])}
+
 # Rough visual centres of the four Census regions, for the map's star.
 REGION_CENTRES = {"Northeast": (-73.5, 42.8), "Midwest": (-93.0, 42.5), "South": (-87.0, 32.5), "West": (-113.0, 40.0)}
 
@@ -68,8 +75,9 @@ def _mean_bars(part: pd.DataFrame, *, bottom: float, **bar: Any) -> go.Bar:
 
 def rating_means_by_scenario(descriptives: pd.DataFrame, *, dimension: str | None = None,
                              scale: tuple[float, float] | None = None,
-                             scenario_labels: dict[str, str] | None = None) -> dict[str, Any]:
-    """The paper's Figure 2: one panel per scenario, ZS vs FT vs reference per system, means annotated.
+                             scenario_labels: dict[str, str] | None = None,
+                             conditions: list[str] | None = None) -> dict[str, Any]:
+    """The paper's Figure 2: one panel per scenario, each condition per system, means annotated.
 
     Panels are titled with the scenario's label (``scenario_labels``: key -> label), the key when it has none.
     """
@@ -82,6 +90,7 @@ def rating_means_by_scenario(descriptives: pd.DataFrame, *, dimension: str | Non
     labels = scenario_labels or {}
     titles = [labels.get(s) or str(s) for s in scenarios]
     y_range = rating_axis_range(table, scale=scale)
+    colours = condition_colours(list(conditions or []) + sorted(set(table["condition"]) - set(conditions or [])))
     # Pixels: room between panels for the system names, which plotly turns upright on a phone.
     panel, gap, top, bottom = 240, 170, 110, 170
     height = len(scenarios) * panel + (len(scenarios) - 1) * gap + top + bottom
@@ -94,7 +103,7 @@ def rating_means_by_scenario(descriptives: pd.DataFrame, *, dimension: str | Non
             part = panel[panel["condition"] == condition]
             figure.add_trace(
                 _mean_bars(part, bottom=y_range[0], x_column="model", name=condition, legendgroup=condition,
-                           showlegend=row == 1, marker_color=CONDITION_COLOURS.get(condition)),
+                           showlegend=row == 1, marker_color=colours.get(condition)),
                 row=row, col=1,
             )
     # The legend sits between the title and the first panel's title, above both and over neither.
@@ -105,11 +114,18 @@ def rating_means_by_scenario(descriptives: pd.DataFrame, *, dimension: str | Non
     return _plain(figure)
 
 
-def win_grid(win: pd.DataFrame) -> dict[str, Any]:
-    """The paper's Table 4 as a coloured grid: rows systems, columns scenarios."""
+def _mean_text(value: Any) -> str:
+    return f"{value:.2f}" if isinstance(value, (int, float)) and math.isfinite(value) else "–"
+
+
+def win_grid(win: pd.DataFrame, *, baseline: str, treatment: str) -> dict[str, Any]:
+    """The paper's Table 4 as a coloured grid: rows systems, columns scenarios; baseline vs treatment."""
     table = win.dropna(subset=["winner"])
+    table = table[table["winner"] != ""]
+    title = f"{baseline} vs {treatment}: winner per system and scenario"
     if table.empty:
-        return _empty("Zero-shot vs fine-tuned winner", "No win table yet.")
+        return _empty(title, "No decided comparison yet.")
+    codes = {baseline: -1, "tie": 0, treatment: 1}
     models = sorted(table["model"].unique())
     scenarios = sorted(table["scenario"].unique())
     cells = table.set_index(["model", "scenario"])
@@ -119,8 +135,9 @@ def win_grid(win: pd.DataFrame) -> dict[str, Any]:
         for scenario in scenarios:
             if (model, scenario) in cells.index:
                 cell = cells.loc[(model, scenario)]
-                z_row.append(WINNER_CODES.get(cell["winner"], 0))
-                text_row.append(f"{cell['winner']}<br>ZS {cell['zs_mean']:.2f} / FT {cell['ft_mean']:.2f}")
+                z_row.append(codes.get(cell["winner"], 0))
+                text_row.append(f"{cell['winner']}<br>{baseline} {_mean_text(cell['zs_mean'])}"
+                                f" / {treatment} {_mean_text(cell['ft_mean'])}")
             else:
                 z_row.append(None)
                 text_row.append("")
@@ -129,11 +146,12 @@ def win_grid(win: pd.DataFrame) -> dict[str, Any]:
     figure = go.Figure(
         go.Heatmap(
             z=z, x=scenarios, y=models, text=text, texttemplate="%{text}", zmin=-1, zmax=1, showscale=False,
-            colorscale=[[0, CONDITION_COLOURS["zero-shot"]], [0.5, "#eeeeee"], [1, CONDITION_COLOURS["fine-tuned"]]],
+            colorscale=[[0, PALETTE[0]], [0.5, TIE_COLOUR], [1, PALETTE[1]]],
             hovertemplate="%{y} in %{x}: %{text}<extra></extra>",
         )
     )
-    figure.update_layout(title="Winner per system and scenario (blue: zero-shot, orange: fine-tuned)",
+    # The cell text names the winner, so the colour is never the only cue.
+    figure.update_layout(title=f"{title} (blue: {baseline}, orange: {treatment})",
                          height=120 + 45 * len(models))
     return _plain(figure)
 
@@ -176,9 +194,51 @@ def position_bias_chart(position_bias: pd.DataFrame, *, scale: tuple[float, floa
     subtitle = f" (flatness test p = {p_value.iloc[0]:.3g})" if not p_value.empty else ""
     y_range = rating_axis_range(table, scale=scale)
     figure = go.Figure(_mean_bars(table, bottom=y_range[0], x_column="position", name="mean rating",
-                                  marker_color=CONDITION_COLOURS["zero-shot"]))
+                                  marker_color=PALETTE[0]))
     figure.update_layout(title="Mean rating (95% CI) by display position" + subtitle, xaxis_title="position",
                          yaxis_title="mean rating", yaxis_range=y_range, height=360)
+    return _plain(figure)
+
+
+# The two picks of a best-worst task: bar colour, hatching (so the bars differ without colour) and legend label.
+CHOICE_STYLES = {
+    "most": {"color": PALETTE[0], "pattern": "", "label": "picked most"},
+    "least": {"color": PALETTE[4], "pattern": "/", "label": "picked least"},
+}
+
+
+def best_worst_shares_chart(shares: pd.DataFrame) -> dict[str, Any]:
+    """Per source, the share of its choice sets in which it was picked most and least, Wilson 95% CIs as error bars.
+
+    The bars of the two picks differ by hatching as well as by colour (the legend shows both); a dashed line
+    marks the share expected by chance when it is the same for every source.
+    """
+    table = shares.dropna(subset=["share"])
+    title = "Share of choice sets in which each source was picked most and least (95% Wilson CI)"
+    if table.empty:
+        return _empty(title, "No most/least choices yet.")
+    table = table.assign(source=table["model"].astype(str) + " · " + table["condition"].fillna("").astype(str))
+    figure = go.Figure()
+    for choice, style in CHOICE_STYLES.items():
+        part = table[table["choice"] == choice]
+        figure.add_trace(go.Bar(
+            x=part["source"], y=part["share"], name=style["label"],
+            marker={"color": style["color"], "pattern": {"shape": style["pattern"]}},
+            customdata=part[["count", "n_sets"]].to_numpy(),
+            hovertemplate="%{x}: " + style["label"] + " in %{customdata[0]} of %{customdata[1]} sets "
+                          "(%{y:.1%})<extra></extra>",
+            error_y={"type": "data", "symmetric": False, "array": part["ci_high"] - part["share"],
+                     "arrayminus": part["share"] - part["ci_low"]},
+        ))
+    chance = table["chance_share"].dropna().round(9).unique()
+    if len(chance) == 1:
+        line = {"dash": "dash", "color": "#555555"}
+        figure.add_hline(y=float(chance[0]), line=line)
+        # A legend entry for the line: a label on the plot would sit on some source's bars.
+        figure.add_trace(go.Scatter(x=[None], y=[None], mode="lines", line=line, name=f"chance: {chance[0]:.0%}"))
+    figure.update_layout(title=title, barmode="group", height=420, xaxis_title="source (system · condition)",
+                         yaxis_title="share of the choice sets showing the source", yaxis_range=[0, 1],
+                         yaxis_tickformat=".0%", legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0})
     return _plain(figure)
 
 
@@ -206,35 +266,53 @@ def strength_chart(bradley_terry: pd.DataFrame) -> dict[str, Any]:
     return _plain(figure)
 
 
-def _region_maps(region_means: pd.DataFrame) -> dict[str, dict[str, Any]]:
-    return {f"map_{scenario}": regional_map(region_means, scenario=scenario)
+def region_bars(region_means: pd.DataFrame, *, scenario: str, level: str = "participant") -> dict[str, Any]:
+    """Mean rating per region of one scenario as bars with 95% CIs: the figure for a study's own region map."""
+    table = region_means[(region_means["scenario"] == scenario) & (region_means["level"] == level)].dropna(subset=["mean"])
+    title = f"{scenario}: mean rating (95% CI) by region ({level} level)"
+    if table.empty:
+        return _empty(title, "Not enough participants with a region.")
+    y_range = rating_axis_range(table)
+    figure = go.Figure(_mean_bars(table, bottom=y_range[0], x_column="region", name="mean rating",
+                                  marker_color=PALETTE[0]))
+    figure.update_layout(title=title, xaxis_title="region", yaxis_title="mean rating", yaxis_range=y_range, height=360)
+    return _plain(figure)
+
+
+def _region_maps(region_means: pd.DataFrame, *, us_map: bool = True) -> dict[str, dict[str, Any]]:
+    draw = regional_map if us_map else region_bars
+    return {f"map_{scenario}": draw(region_means, scenario=scenario)
             for scenario in sorted(region_means["scenario"].dropna().unique())}
 
 
 # Figure key (as declared in analysis.registry) -> the function drawing it from its table and the study's
-# context (``scale``: the rating scale's (lowest, highest) point; ``scenario_labels``: scenario key -> label).
-# A key ending in "_" draws several figures, keyed by that prefix.
+# context (``FigureContext``). A key ending in "_" draws several figures, keyed by that prefix.
 DRAWERS = {
-    "rating_means": lambda table, **context: {"rating_means": rating_means_by_scenario(table, **context)},
-    "win_grid": lambda table, **context: {"win_grid": win_grid(table)},
-    "map_": lambda table, **context: _region_maps(table),
+    "rating_means": lambda table, **context: {"rating_means": rating_means_by_scenario(
+        table, scale=context.get("scale"), scenario_labels=context.get("scenario_labels"),
+        conditions=context.get("conditions"))},
+    "win_grid": lambda table, **context: {"win_grid": win_grid(
+        table, baseline=context.get("baseline") or "baseline", treatment=context.get("treatment") or "treatment")},
+    "map_": lambda table, **context: _region_maps(table, us_map=context.get("us_map", True)),
     "position_bias": lambda table, **context: {"position_bias": position_bias_chart(table, scale=context.get("scale"))},
     "strength": lambda table, **context: {"strength": strength_chart(table)},
+    "best_worst_shares": lambda table, **context: {"best_worst_shares": best_worst_shares_chart(table)},
 }
 
 
-def results_figures(tables: dict[str, pd.DataFrame], figure_sources: list[tuple[str, str]], *,
-                    scale: tuple[float, float] | None = None,
-                    scenario_labels: dict[str, str] | None = None) -> dict[str, dict[str, Any]]:
+def results_figures(tables: dict[str, pd.DataFrame], figure_sources: list[tuple[str, str]],
+                    **context: Any) -> dict[str, dict[str, Any]]:
     """Every figure the results page shows, keyed by a stable id.
 
     ``figure_sources`` lists (figure key, table name) in page order (the registry's ``figure_sources()``).
-    ``scale`` and ``scenario_labels`` come from the study (the charts stay free of the database).
+    ``context`` comes from the study, so the charts stay free of the database: ``scale`` (the rating
+    scale's lowest and highest point), ``scenario_labels`` (key -> label), ``conditions`` (in colour
+    order), ``baseline`` and ``treatment``, and ``us_map`` (regions are US Census regions).
     """
     figures: dict[str, dict[str, Any]] = {}
     for key, table_name in figure_sources:
         if table_name in tables:
-            figures.update(DRAWERS[key](tables[table_name], scale=scale, scenario_labels=scenario_labels))
+            figures.update(DRAWERS[key](tables[table_name], **context))
     return figures
 
 
@@ -288,10 +366,11 @@ def metric_scatter(per_response: pd.DataFrame, metric: str, agreement: pd.DataFr
     if table.empty:
         return _empty(f"{label} vs mean human rating", "No rated response has a reference to compare with.")
     figure = go.Figure()
+    colours = condition_colours(sorted(table["condition"].dropna().unique()))
     for condition, part in table.groupby("condition", sort=True):
         figure.add_trace(go.Scatter(
             x=part[metric], y=part["mean_rating"], mode="markers", name=str(condition),
-            marker={"color": CONDITION_COLOURS.get(condition), "size": 8, "opacity": 0.8},
+            marker={"color": colours.get(condition), "size": 8, "opacity": 0.8},
             text=part["response_id"] + " · " + part["model"].astype(str),
             hovertemplate="%{text}<br>" + label + " %{x:.3f}<br>mean rating %{y:.2f}<extra></extra>",
         ))
@@ -315,6 +394,7 @@ def metrics_figures(tables: dict[str, pd.DataFrame]) -> dict[str, dict[str, Any]
 
 
 __all__ = [
-    "rating_axis_range", "rating_means_by_scenario", "win_grid", "regional_map", "position_bias_chart",
+    "rating_axis_range", "rating_means_by_scenario", "win_grid", "regional_map", "region_bars", "position_bias_chart",
     "strength_chart", "strength_title", "results_figures", "metric_scatter", "metrics_figures", "REGIONS",
+    "best_worst_shares_chart",
 ]

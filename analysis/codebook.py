@@ -14,10 +14,13 @@ definition are "the study's ..." (with an example from TIDE at most).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import NamedTuple
 
 from analysis import quality, registry, stats
+from surveys.definition import OUTSIDE_US, PREFER_NOT
+from surveys.demographics import offered_answers
+from surveys.models import DemographicQuestion
 
 TEXT = "text"
 INTEGER = "integer"
@@ -67,8 +70,10 @@ COLUMNS: dict[str, Column] = {
     "rating": Column("rating on the study's scale", INTEGER, "the dimension's scale (e.g. 1-5 in TIDE)"),
     "rank": Column("rank the participant gave the response within the block (1 = ranked first)", INTEGER,
                    "1 to the number of responses per block; blank when ranking is off"),
-    "region": Column("US Census region of the participant's state", TEXT,
-                     "Northeast, Midwest, South, West; blank when the state is blank, withheld or outside the US"),
+    "region": Column("region of the participant's answer to the study's region question, by the study's region "
+                     "map (e.g. the US Census region of the state in TIDE)", TEXT,
+                     "the study's regions (e.g. Northeast, Midwest, South, West in TIDE); blank when the answer is "
+                     "blank, withheld or not in the map, or the study declares no regions"),
     "n": Column("number of observations the row rests on", INTEGER, COUNT),
     "mean": Column("mean of the values the row summarises", NUMBER, ON_SCALE),
     "sd": Column("standard deviation (ddof=1) of the values the row summarises", NUMBER,
@@ -90,23 +95,12 @@ COLUMNS: dict[str, Column] = {
     "n_participants": Column("number of participants whose data entered the row", INTEGER, COUNT),
 }
 
-_DEMOGRAPHIC = "the study's answer choices, 'Prefer not to answer'; blank = not answered"
-
 _PARTICIPANTS: dict[str, Column] = {
     "started_at": Column("when the participant consented", TIME, "UTC, with offset"),
     "finished_at": Column("when the participant completed the study", TIME,
                           "UTC, with offset; blank = exited early or still in progress"),
     "attention_passed": Column("passed every instructed attention check answered", BOOLEAN,
                                "true, false; blank = no check answered"),
-    "age": Column("age: an age band or years", TEXT, _DEMOGRAPHIC),
-    "sex": Column("sex assigned at birth", TEXT, _DEMOGRAPHIC),
-    "gender": Column("gender", TEXT, _DEMOGRAPHIC),
-    "race": Column("race", TEXT, _DEMOGRAPHIC),
-    "hispanic": Column("of Hispanic, Latino or Spanish origin", TEXT, "Yes, No, 'Prefer not to answer', blank"),
-    "education": Column("highest education completed", TEXT, _DEMOGRAPHIC),
-    "employment": Column("employment status", TEXT, _DEMOGRAPHIC),
-    "state": Column("US state of residence", TEXT,
-                    "USPS state code, 'Outside the US', 'Prefer not to answer'; blank = not answered"),
     "duration_minutes": Column("minutes from consent to completion", NUMBER, ">= 0; blank when not completed"),
     "sd": Column("standard deviation (ddof=1) of all the participant's ratings (every dimension)", NUMBER,
                  ">= 0; blank with fewer than 2 ratings"),
@@ -135,6 +129,24 @@ _RATINGS: dict[str, Column] = {
                         "one dimension", TEXT, "the study's dimension keys"),
 }
 
+_FREE_TEXT: dict[str, Column] = {
+    "question_key": Column("key of the study's free-text question answered", TEXT, "the study's free-text question keys"),
+    "block_id": Column("block the answer was written under (for a question asked on every block)", TEXT,
+                       "the study's block ids; blank for a question asked once for the whole study"),
+    "scenario": Column("scenario of the block the answer was written under", TEXT,
+                       "the study's scenario ids; blank for a question asked once for the whole study"),
+    "text": Column("the participant's answer as written (a cell starting with = + - @ or a tab is prefixed with a "
+                   "single quote)", TEXT, "free text up to the question's maximum length; unanswered questions have "
+                   "no row"),
+}
+
+_CHOICES: dict[str, Column] = {
+    "label": Column("the label the participant saw on the response: the letter of its display position when the "
+                    "study shows letters, otherwise the response's source label", TEXT,
+                    "A, B, C ... (by position), or the study's source labels; blank when the study shows neither"),
+    "choice": Column("what the participant chose this response as", TEXT, "most, least"),
+}
+
 _FLOW_RULE = Column("quality rule of this step", TEXT, f"{quality.ENROLLED} (step 0), {_RULES}")
 
 _FILTER_FLOW: dict[str, Column] = {
@@ -147,13 +159,14 @@ _FILTER_FLOW: dict[str, Column] = {
     "flagged_alone": Column("participants this rule flags on its own, whatever the earlier rules did", INTEGER, COUNT),
 }
 
-_FILTER_FLOW_BY_GENDER: dict[str, Column] = {
+_FILTER_FLOW_BY_SUBGROUP: dict[str, Column] = {
     "step": Column("step of the exclusion flow (one per rule, in order)", INTEGER, f"1-{len(quality.RULES)}"),
     "rule": Column("quality rule of this step", TEXT, _RULES),
-    "gender": Column("the participants' gender answer", TEXT,
-                     f"the study's gender choices, '{quality.GENDER_NOT_ANSWERED}' for a blank answer"),
-    "excluded": Column("participants with this gender answer that this rule excluded (first rule that flags "
-                       "them); zeros included", INTEGER, COUNT),
+    "grouping": Column("key of the study's subgroup comparison", TEXT, "the study's subgroup keys"),
+    "group": Column("group of the comparison the participants are in", TEXT,
+                    f"the comparison's two group labels, '{quality.OUTSIDE_GROUPS}' for everyone else"),
+    "excluded": Column("participants of this group that this rule excluded (first rule that flags them); "
+                       "zeros included", INTEGER, COUNT),
 }
 
 _BASELINE_MEAN = Column("mean rating of the system's responses in the study's baseline condition, in the scenario",
@@ -199,17 +212,16 @@ _DESCRIPTIVES: dict[str, Column] = {
     "sd": Column("standard deviation (ddof=1) of the ratings in the cell", NUMBER, ">= 0; blank when n < 2"),
 }
 
-_GROUP_A, _GROUP_B = (", ".join(dict.fromkeys(pair[i] for pair in stats.GROUPINGS.values())) for i in (0, 1))
-
 _TTESTS: dict[str, Column] = {
-    "grouping": Column("demographic grouping compared (blank, 'Other/Unknown' and 'Prefer not to answer' leave a "
-                       "participant out of that grouping only)", TEXT, ", ".join(stats.GROUPINGS)),
+    "grouping": Column("key of the study's subgroup comparison (blank answers, 'Prefer not to answer' and the "
+                       "answers the comparison leaves out leave a participant out of that comparison only)", TEXT,
+                       "the study's subgroup keys (e.g. age, education, gender, race in TIDE)"),
     "model": Column("system whose ratings are compared (its conditions pooled; the reference's system is tested "
                     "as a system of its own)", TEXT, "the study's systems"),
     "level": Column("unit of analysis", TEXT, "participant (each participant's mean rating of the system), rating "
                     "(every rating as independent: overstates significance, for comparison only)"),
-    "group_a": Column("first group of the grouping", TEXT, _GROUP_A),
-    "group_b": Column("second group of the grouping", TEXT, _GROUP_B),
+    "group_a": Column("label of the comparison's first group", TEXT, "the study's group labels (e.g. 60+ in TIDE)"),
+    "group_b": Column("label of the comparison's second group", TEXT, "the study's group labels (e.g. under 60 in TIDE)"),
     "n_a": Column("values in group a (participants or ratings, per level)", INTEGER, COUNT),
     "n_b": Column("values in group b (participants or ratings, per level)", INTEGER, COUNT),
     "mean_a": Column("mean rating of group a", NUMBER, ON_SCALE),
@@ -311,6 +323,42 @@ _WILCOXON: dict[str, Column] = {
                             "higher", NUMBER, "-1 to 1; blank when every difference is zero"),
 }
 
+_PAIR_SIDE = "over the pairs of the row's level, of the {side} side (the rater's mean rating in the {side} condition)"
+
+_DIMENSION_WILCOXON: dict[str, Column] = {
+    "dimension": _DESCRIPTIVES["dimension"],
+    "level": Column("what one pair is", TEXT, "rater_item (a rater x block: the rater's mean rating of the block's "
+                    "baseline responses and of its treatment responses), rater_mean (a rater: the means of that "
+                    "rater's rater_item pairs)"),
+    "baseline": Column("the study's baseline condition (the first side of every pair)", TEXT,
+                       "the study's baseline condition"),
+    "treatment": Column("the study's treatment condition (the second side of every pair)", TEXT,
+                        "the study's treatment condition"),
+    "n_pairs": Column("pairs at this level: rater x blocks (rater_item) or raters (rater_mean) with ratings in both "
+                      "conditions", INTEGER, COUNT),
+    "n_nonzero": Column("pairs whose difference is not zero (the pairs the test uses)", INTEGER, COUNT),
+    "n_raters": Column("raters (participants) in the pairs", INTEGER, COUNT),
+    "mean_baseline": Column("mean " + _PAIR_SIDE.format(side="baseline"), NUMBER, ON_SCALE),
+    "sd_baseline": Column("standard deviation (ddof=1) " + _PAIR_SIDE.format(side="baseline"), NUMBER,
+                          ">= 0; blank when n_pairs < 2"),
+    "mean_treatment": Column("mean " + _PAIR_SIDE.format(side="treatment"), NUMBER, ON_SCALE),
+    "sd_treatment": Column("standard deviation (ddof=1) " + _PAIR_SIDE.format(side="treatment"), NUMBER,
+                           ">= 0; blank when n_pairs < 2"),
+    "median_baseline": Column("median " + _PAIR_SIDE.format(side="baseline"), NUMBER, ON_SCALE),
+    "median_treatment": Column("median " + _PAIR_SIDE.format(side="treatment"), NUMBER, ON_SCALE),
+    "median_difference": Column("median of treatment - baseline over all the pairs (zero differences included)",
+                                NUMBER, "any real number; blank when n_pairs is 0"),
+    "W": Column("Wilcoxon signed-rank statistic: min(W+, W-) over the non-zero differences", NUMBER, NON_NEGATIVE),
+    "z": Column("normal approximation of the signed-rank statistic (tie-corrected, no continuity correction), "
+                "positive when the treatment condition is rated higher", NUMBER, ANY),
+    "p": Column("two-sided p-value of the Wilcoxon signed-rank test (scipy's default method: exact, or an exhaustive "
+                "permutation with ties up to 13 pairs, else the normal approximation)", NUMBER,
+                "0-1; blank when the test could not run"),
+    "rank_biserial": _WILCOXON["rank_biserial"],
+    "r": Column("effect size r = z / sqrt(n_nonzero), positive when the treatment condition is rated higher",
+                NUMBER, "-1 to 1; blank when the test could not run"),
+}
+
 _NOT_FOR_UNIT = "; blank when the unit is coarser"
 
 _RANK_SUMMARY: dict[str, Column] = {
@@ -355,6 +403,32 @@ _BEST_WORST: dict[str, Column] = {
     "worst": Column("times it was chosen as worst", INTEGER, COUNT),
     "best_minus_worst": Column("best - worst", INTEGER, "any integer"),
     "normalized": Column("(best - worst) / n_shown", NUMBER, "-1 (always worst) to 1 (always best)"),
+    "normalized_ci_low": Column("lower bound of the 95% percentile bootstrap interval of normalized (participants "
+                                "resampled with replacement)", NUMBER,
+                                "-1 to 1; blank when n_boot is 0 or fewer than 2 participants saw the source"),
+    "normalized_ci_high": Column("upper bound of the 95% percentile bootstrap interval of normalized (participants "
+                                 "resampled with replacement)", NUMBER,
+                                 "-1 to 1; blank when n_boot is 0 or fewer than 2 participants saw the source"),
+    "n_boot": Column("bootstrap resamples of participants", INTEGER, COUNT),
+}
+
+_BEST_WORST_SHARES: dict[str, Column] = {
+    "choice": Column("which pick the row counts", TEXT, "most, least"),
+    "n_sets": Column("choice sets (participant x block) that showed the source: the denominator of share", INTEGER,
+                     COUNT),
+    "n_participants": Column("participants who were shown the source", INTEGER, COUNT),
+    "count": Column("choice sets in which the source was picked (most or least, per choice)", INTEGER, COUNT),
+    "share": Column("count / n_sets: the share of the choice sets showing the source in which it was picked",
+                    NUMBER, "0-1"),
+    "ci_low": Column("lower bound of the 95% Wilson score interval of share", NUMBER, "0-1"),
+    "ci_high": Column("upper bound of the 95% Wilson score interval of share", NUMBER, "0-1"),
+    "chance_share": Column("share expected if every pick were at random: the mean over the source's choice sets of "
+                           "1 / (sources in the set)", NUMBER, "0-1"),
+    "chi2": Column("chi-square goodness-of-fit statistic of the counts of this choice across sources against equal "
+                   "counts (repeated on every row of the choice)", NUMBER,
+                   ">= 0; blank when the sources were shown in different numbers of sets, or there is one source"),
+    "df": Column("degrees of freedom of the chi-square test (sources - 1)", INTEGER, COUNT),
+    "p": Column("p-value of the equal-shares test of this choice", NUMBER, "0-1; blank when the test could not run"),
 }
 
 _AGREEMENT: dict[str, Column] = {
@@ -445,8 +519,10 @@ _POSITION_BIAS: dict[str, Column] = {
 TABLE_COLUMNS: dict[str, dict[str, Column]] = {
     "participants.csv": _PARTICIPANTS,
     "ratings.csv": _RATINGS,
+    "free_text.csv": _FREE_TEXT,
+    "choices.csv": _CHOICES,
     "filter_flow.csv": _FILTER_FLOW,
-    "filter_flow_by_gender.csv": _FILTER_FLOW_BY_GENDER,
+    "filter_flow_by_subgroup.csv": _FILTER_FLOW_BY_SUBGROUP,
     "win_table.csv": _WIN_TABLE,
     "win_summary.csv": _WIN_SUMMARY,
     "descriptives.csv": _DESCRIPTIVES,
@@ -457,10 +533,12 @@ TABLE_COLUMNS: dict[str, dict[str, Column]] = {
     "kruskal.csv": _KRUSKAL,
     "region_means.csv": _REGION_MEANS,
     "wilcoxon.csv": _WILCOXON,
+    "dimension_wilcoxon.csv": _DIMENSION_WILCOXON,
     "rank_summary.csv": _RANK_SUMMARY,
     "friedman.csv": _FRIEDMAN,
     "bradley_terry.csv": _BRADLEY_TERRY,
     "best_worst.csv": _BEST_WORST,
+    "best_worst_shares.csv": _BEST_WORST_SHARES,
     "agreement.csv": _AGREEMENT,
     "rater_loo.csv": _RATER_LOO,
     "rater_judge.csv": _RATER_JUDGE,
@@ -477,18 +555,42 @@ UNDESCRIBED = Column("not described by this version of the codebook (the run was
                      "the software)", TEXT, "as written")
 
 
-def column_entry(filename: str, column: str) -> Column | None:
-    """The entry of ``column`` in ``filename``: the file's own, its base table's, then the shared one."""
-    for entries in (TABLE_COLUMNS.get(filename, {}), TABLE_COLUMNS.get(_BASE_FILE.get(filename, ""), {}), COLUMNS):
+_PREFER_NOT = "'Prefer not to answer'; blank = not answered"
+
+
+def demographic_column(question: DemographicQuestion) -> Column:
+    """The entry of one of the study's demographic questions (its column in participants.csv)."""
+    meaning = f"answer to the study's question \"{question.prompt}\""
+    if question.kind == DemographicQuestion.Kind.NUMBER:
+        unit = "a whole number" if question.integer else "a number"
+        return Column(meaning, NUMBER, f"{unit} from {question.min_value:g} to {question.max_value:g}, {_PREFER_NOT}")
+    if question.kind == DemographicQuestion.Kind.TEXT:
+        return Column(meaning, TEXT, f"free text of up to {question.max_length} characters; blank = not answered")
+    listed = "; ".join(value for value, _ in offered_answers(question))
+    if question.kind == DemographicQuestion.Kind.US_STATE:
+        listed = f"USPS state code, '{OUTSIDE_US}', '{PREFER_NOT}'"
+    return Column(meaning, TEXT, f"{listed}; blank = not answered")
+
+
+def study_entries(questions: Iterable[DemographicQuestion]) -> dict[str, dict[str, Column]]:
+    """The entries one study adds: a participants.csv column per demographic question."""
+    return {"participants.csv": {q.key: demographic_column(q) for q in questions}}
+
+
+def column_entry(filename: str, column: str, study: Mapping[str, Mapping[str, Column]] | None = None) -> Column | None:
+    """The entry of ``column`` in ``filename``: the study's, the file's own, its base table's, then the shared one."""
+    for entries in ((study or {}).get(filename, {}), TABLE_COLUMNS.get(filename, {}),
+                    TABLE_COLUMNS.get(_BASE_FILE.get(filename, ""), {}), COLUMNS):
         if column in entries:
             return entries[column]
     return None
 
 
-def codebook_rows(tables: dict[str, list[str]]) -> Iterator[list[str]]:
-    """One row per (file, column): file, column, meaning, type, allowed values."""
+def codebook_rows(tables: dict[str, list[str]],
+                  study: Mapping[str, Mapping[str, Column]] | None = None) -> Iterator[list[str]]:
+    """One row per (file, column): file, column, meaning, type, allowed values (``study``: ``study_entries``)."""
     yield ["file", "column", "meaning", "type", "allowed_values"]
     for filename, columns in tables.items():
         for column in columns:
-            meaning, kind, allowed = column_entry(filename, column) or UNDESCRIBED
+            meaning, kind, allowed = column_entry(filename, column, study) or UNDESCRIBED
             yield [filename, column, meaning, kind, allowed]

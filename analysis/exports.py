@@ -8,7 +8,7 @@ an ``Export`` to ``EXPORTS``.
 from __future__ import annotations
 
 import csv
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -18,10 +18,14 @@ import numpy as np
 import pandas as pd
 
 from analysis import frames, registry
+from analysis.design import Design, study_design
 from analysis.models import AnalysisRun
-from analysis.regions import region_of
-from analysis.selectors import analysis_run_latest_done, participant_results, result_table_frame, result_table_names
-from surveys.models import Study
+from analysis.selectors import (
+    FREE_TEXT_COLUMNS, analysis_run_latest_done, choice_rows, free_text_rows, participant_results, result_table_frame,
+    result_table_names,
+)
+from surveys.forms import letter_label
+from surveys.models import DemographicQuestion, FreeTextQuestion, Study
 
 # A spreadsheet runs a cell starting with these as a formula (CSV injection).
 _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
@@ -61,24 +65,32 @@ class Export:
     description: str
 
 
-PARTICIPANT_EXPORT_COLUMNS = [
-    "participant_id", "started_at", "finished_at", "attention_passed", "age", "sex", "gender", "race",
-    "hispanic", "education", "employment", "state", "region", "duration_minutes", "sd", "mae", "fast_share",
-    "excluded_by", "payable", "reject_reason",
+# The study's demographic columns (one per question key) sit between these two.
+PARTICIPANT_EXPORT_COLUMNS_BEFORE = ["participant_id", "started_at", "finished_at", "attention_passed"]
+PARTICIPANT_EXPORT_COLUMNS_AFTER = [
+    "region", "duration_minutes", "sd", "mae", "fast_share", "excluded_by", "payable", "reject_reason",
 ]
+
+
+def participant_export_columns(design: Design) -> list[str]:
+    """participants.csv's header for a study: the import columns, then ``region`` and the quality columns."""
+    return PARTICIPANT_EXPORT_COLUMNS_BEFORE + list(design.demographics) + PARTICIPANT_EXPORT_COLUMNS_AFTER
 IDENTIFIER_EXPORT_COLUMNS = ["participant_id", "external_id", "payable", "reject_reason", "completion_code"]
 
 
 def participants_rows(run: AnalysisRun) -> Rows:
-    yield PARTICIPANT_EXPORT_COLUMNS
+    design = study_design(run.study_id)
+    yield participant_export_columns(design)
     # attention_passed as the analyses read it (analysis.derived, through the frame).
-    attention = frames.participants_frame(run.study_id).set_index("participant_id")["attention_passed"]
+    attention = frames.participants_frame(run.study_id, design).set_index("participant_id")["attention_passed"]
+    region_question = design.region_demographic
     for result in participant_results(run=run).iterator(chunk_size=2000):
         p = result.participant
         passed = attention.get(p.pseudonym, pd.NA)
         yield [
             p.pseudonym, p.started_at, p.finished_at, None if passed is pd.NA else bool(passed),
-            p.age, p.sex, p.gender, p.race, p.hispanic, p.education, p.employment, p.state, region_of(p.state),
+            *(p.demographics.get(key, "") for key in design.demographics),
+            design.region_of(p.demographics.get(region_question)) if region_question else "",
             result.duration_minutes, result.sd, result.mae, result.fast_share,
             result.excluded_by, result.payable, result.reject_reason,
         ]
@@ -162,10 +174,49 @@ def _cells(column: pd.Series) -> Callable[[slice], list]:
 _WHOLE_NUMBERS = {"position", "rating", "rank", "block_order"}
 
 
+def free_text_export_rows(run: AnalysisRun) -> Rows:
+    """free_text.csv: every written answer of the run's retained participants (block fields blank for
+    study-level questions)."""
+    yield FREE_TEXT_COLUMNS
+    yield from free_text_rows(run=run).iterator(chunk_size=2000)
+
+
+CHOICE_EXPORT_COLUMNS = [
+    "participant_id", "block_id", "scenario", "response_id", "model", "condition", "label", "position", "choice",
+]
+# The stored best/worst choice as the export names it (the words the participant read).
+CHOICE_NAMES = {"best": "most", "worst": "least"}
+
+
+def choice_records(rows: Iterable[tuple], *, letter_labels: bool) -> Iterator[list[Any]]:
+    """Rows of ``selectors.choice_rows`` as rows of choices.csv (``CHOICE_EXPORT_COLUMNS``).
+
+    ``label`` is what the participant saw: the letter of the display position when
+    the study shows letters (``letter_labels``), otherwise the response's source label.
+    """
+    for *ids, source_label, position, choice in rows:
+        yield [*ids, letter_label(position) if letter_labels else source_label, position, CHOICE_NAMES[choice]]
+
+
+def choices_export_rows(run: AnalysisRun) -> Rows:
+    """choices.csv: one row per response a retained participant chose as most or least."""
+    yield CHOICE_EXPORT_COLUMNS
+    letters = Study.objects.filter(pk=run.study_id).values_list("letter_labels", flat=True).get()
+    yield from choice_records(choice_rows(run=run).iterator(chunk_size=2000), letter_labels=letters)
+
+
 EXPORTS: dict[str, Export] = {
     "participants": Export("participants.csv", participants_rows, "participants with quality metrics (pseudonyms)"),
     "identifiers": Export("identifiers.csv", identifiers_rows, "panel ids for paying/rejecting (restricted)"),
     "ratings": Export("ratings.csv", ratings_rows, "cleaned ratings of retained participants"),
+    "free-text": Export("free_text.csv", free_text_export_rows, "written answers of retained participants"),
+    "choices": Export("choices.csv", choices_export_rows,
+                      "most and least choices of retained participants (best-worst studies)"),
+}
+# The answer exports a study has only when its design asks that kind of answer.
+_ANSWER_EXPORTS: dict[str, Callable[[Study], bool]] = {
+    "free-text": lambda study: FreeTextQuestion.objects.filter(study=study).exists(),
+    "choices": lambda study: study.best_worst_enabled,
 }
 # Every result table of the registry, exported under its own name (win_table.csv, ttests.csv, ...).
 for _analysis in registry.REGISTERED:
@@ -178,6 +229,13 @@ def result_exports_of(run: AnalysisRun) -> list[str]:
     present = set(result_table_names(run=run))
     return [name for name, export in EXPORTS.items()
             if export.filename.removesuffix(".csv") in present]
+
+
+def exports_of(run: AnalysisRun) -> list[str]:
+    """The pseudonymous exports of the run, as the exports page, the API and the zip list them: participants,
+    ratings, the answer exports the study's design applies to, then the run's result tables."""
+    answers = [name for name, applies in _ANSWER_EXPORTS.items() if applies(run.study)]
+    return ["participants", "ratings", *answers, *result_exports_of(run)]
 
 
 # Exports that hold only pseudonymous data (everything but identifiers).
@@ -257,14 +315,14 @@ def everything_zip(*, run: AnalysisRun) -> Iterator[bytes]:
     """Every pseudonymous export of the run plus a codebook and a README, as a zip streamed chunk by chunk."""
     import zipfile
 
-    from analysis.codebook import codebook_rows
+    from analysis.codebook import codebook_rows, study_entries
     from analysis.zip_readme import zip_readme_text
 
     sink = _Sink()
     headers: dict[str, list[str]] = {}
     descriptions: dict[str, str] = {}
     with zipfile.ZipFile(sink, mode="w", compression=zipfile.ZIP_DEFLATED) as archive:
-        for name in ["participants", "ratings", *result_exports_of(run)]:
+        for name in exports_of(run):
             lines = export_lines(run=run, what=name)
             header = next(lines)
             filename = EXPORTS[name].filename
@@ -274,7 +332,8 @@ def everything_zip(*, run: AnalysisRun) -> Iterator[bytes]:
                 for chunk in csv_bytes(_prepend(header, lines)):
                     member.write(chunk)
                     yield sink.drain()
-        archive.writestr("codebook.csv", b"".join(csv_bytes(codebook_rows(headers))))
+        questions = DemographicQuestion.objects.filter(study_id=run.study_id)
+        archive.writestr("codebook.csv", b"".join(csv_bytes(codebook_rows(headers, study_entries(questions)))))
         archive.writestr("README.txt", zip_readme_text(run=run, files=descriptions))
     yield sink.drain()
 

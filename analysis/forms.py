@@ -18,3 +18,16 @@ class ResponsesImportForm(forms.Form):
 
 class GoldImportForm(forms.Form):
     gold = _CsvField(label="gold.csv", help_text="response_id, gold_score")
+
+
+class FreeTextFilterForm(forms.Form):
+    """The filters of the free-text answers page (GET parameters); every one optional."""
+
+    question = forms.ChoiceField(required=False, label="Question")
+    block = forms.ChoiceField(required=False, label="Block")
+    q = forms.CharField(required=False, max_length=200, label="Text contains")
+
+    def __init__(self, data, *, question_keys: list[str], block_keys: list[str]):
+        super().__init__(data)
+        self.fields["question"].choices = [("", "All questions"), *((key, key) for key in question_keys)]
+        self.fields["block"].choices = [("", "All blocks"), *((key, key) for key in block_keys)]

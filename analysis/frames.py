@@ -9,7 +9,7 @@ frames, so their column names are a contract (DESIGN 2; docs/quality.md):
     dimension, position, rating, rank, block_order, seconds_on_block, best, worst,
     rank_changed.
 ``participants_frame``
-    one row per non-preview participant (see ``PARTICIPANT_COLUMNS``).
+    one row per non-preview participant (see ``participants_frame``).
 ``gold_frame``
     response_id, gold_score.
 ``visits_frame``
@@ -29,7 +29,9 @@ and transferred per row.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -42,19 +44,19 @@ from django.db.models.functions import Coalesce
 
 from analysis import derived, pgcopy
 from analysis.models import GoldScore
-from analysis.regions import region_of
+from analysis.design import Design, study_design
 from surveys.models import Block, BlockVisit, Dimension, Item, ItemPlacement, Participant, Rating
 
 RATING_COLUMNS = [
     "participant_id", "block_id", "scenario", "response_id", "model", "condition", "dimension",
     "position", "rating", "rank", "block_order", "seconds_on_block", "best", "worst", "rank_changed",
 ]
-PARTICIPANT_COLUMNS = [
+# The study's demographic answers (one column per question key) and ``region`` sit between the two.
+PARTICIPANT_COLUMNS_BEFORE = [
     "participant_id", "external_id", "status", "started_at", "finished_at", "attention_passed",
-    "attention_failures", "attention_checks", "age", "sex", "gender", "race", "hispanic", "education",
-    "employment", "state", "region", "duration_minutes", "blocks_assigned", "blocks_answered",
-    "completion_code",
+    "attention_failures", "attention_checks",
 ]
+PARTICIPANT_COLUMNS_AFTER = ["region", "duration_minutes", "blocks_assigned", "blocks_answered", "completion_code"]
 GOLD_COLUMNS = ["response_id", "gold_score"]
 
 
@@ -380,18 +382,20 @@ def _empty_ratings_frame() -> pd.DataFrame:
 
 _PARTICIPANT_FIELDS = (
     "id", "pseudonym", "external_id", "status", "started_text", "finished_text", "source",
-    "imported_attention_passed", "age", "sex", "gender", "race", "hispanic", "education", "employment", "state",
-    "blocks_assigned", "completion_code",
+    "imported_attention_passed", "demographics", "blocks_assigned", "completion_code",
 )
 _VISIT_COUNTS = ("n_blocks_answered", "n_checks", "n_failures")
 
 
-def participants_frame(study_id: int) -> pd.DataFrame:
+def participants_frame(study_id: int, design: Design | None = None) -> pd.DataFrame:
     """One row per non-preview participant, in enrolment order.
 
     ``attention_passed``, ``attention_checks`` and ``attention_failures`` of
-    live and imported participants as ``analysis.derived`` defines them.
+    live and imported participants as ``analysis.derived`` defines them; one
+    column per demographic question of the study (its key; "" unanswered) and
+    ``region`` from the study's region map ("" without one).
     """
+    design = design if design is not None else study_design(study_id)
     rows = _fetch(
         Participant.objects.filter(study_id=study_id, is_preview=False)
         .annotate(started_text=_IsoText("started_at"), finished_text=_IsoText("finished_at"))
@@ -434,14 +438,28 @@ def participants_frame(study_id: int) -> pd.DataFrame:
             "attention_checks": checks,
         }
     )
-    for name in ("age", "sex", "gender", "race", "hispanic", "education", "employment", "state"):
-        frame[name] = raw[name].astype(object)
-    frame["region"] = np.array([region_of(state) for state in raw["state"]], dtype=object)
+    answers = [_as_dict(value) for value in raw["demographics"]]
+    for key in design.demographics:
+        frame[key] = np.array([str(a.get(key, "")) for a in answers], dtype=object)
+    if design.region_demographic is not None:
+        frame["region"] = np.array([design.region_of(a.get(design.region_demographic)) for a in answers], dtype=object)
+    else:
+        frame["region"] = np.full(len(answers), "", dtype=object)
     frame["duration_minutes"] = np.asarray((finished - started).total_seconds(), dtype=float) / 60.0
     frame["blocks_assigned"] = raw["blocks_assigned"].astype(np.int64)
     frame["blocks_answered"] = raw["n_blocks_answered"].astype(np.int64)
     frame["completion_code"] = raw["completion_code"].astype(object)
-    return frame[PARTICIPANT_COLUMNS]
+    return frame[PARTICIPANT_COLUMNS_BEFORE + list(design.demographics) + PARTICIPANT_COLUMNS_AFTER]
+
+
+def _as_dict(value: Any) -> dict[str, Any]:
+    """A JSON answer column as a dict (SQLite hands JSON over as text when read with values_list on some paths)."""
+    if isinstance(value, dict):
+        return value
+    if isinstance(value, str) and value:
+        parsed = json.loads(value)
+        return parsed if isinstance(parsed, dict) else {}
+    return {}
 
 
 def gold_frame(study_id: int) -> pd.DataFrame:

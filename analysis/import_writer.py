@@ -7,6 +7,8 @@ linked with numpy instead of reading ids back. PostgreSQL gets one binary
 
 from __future__ import annotations
 
+import json
+
 import itertools
 from dataclasses import dataclass
 from datetime import datetime
@@ -127,7 +129,8 @@ def _participant_rows(study: Study, new: list[ParsedParticipant], rows: pd.DataF
         "demographics_done": [any(p.demographics.values()) for p in new],
         "completion_code": np.where(completed, study.completion_code, ""),
         "imported_attention_passed": pd.Series([p.attention_passed for p in new], dtype=object),
-        **{key: [p.demographics[key] for p in new] for key in (new[0].demographics if new else {})},
+        # JSON text: the binary COPY and SQLite both take the column as text.
+        "demographics": [json.dumps({k: v for k, v in p.demographics.items() if v}) for p in new],
     })
     return _with_field_defaults(Participant, frame)
 

@@ -37,49 +37,21 @@ from analysis.csv_columns import (
 from analysis.iso_times import parse_time
 from analysis.models import GoldScore
 from surveys import limits
-from surveys.definition import OUTSIDE_US, PREFER_NOT
+from surveys.demographics import imported_answer
 from surveys.models import Block, Item, Participant, Study
 
-PARTICIPANT_CSV_COLUMNS = [
-    "participant_id", "started_at", "finished_at", "attention_passed",
-    "age", "sex", "gender", "race", "hispanic", "education", "employment", "state",
-]
+# Then one column per demographic question of the study, named by its key (DESIGN 3.1).
+PARTICIPANT_CSV_COLUMNS = ["participant_id", "started_at", "finished_at", "attention_passed"]
 RATING_CSV_COLUMNS = [
     "participant_id", "block_id", "response_id", "position", "rating", "rank",
     "block_started_at", "block_submitted_at",
 ]
 OPTIONAL_RATING_CSV_COLUMNS = ["dimension"]
 GOLD_CSV_COLUMNS = ["response_id", "gold_score"]
-DEMOGRAPHIC_COLUMNS = ["age", "sex", "gender", "race", "hispanic", "education", "employment", "state"]
 
 _TRUE_WORDS = {"true", "1", "yes", "y", "t"}
 _FALSE_WORDS = {"false", "0", "no", "n", "f"}
 _MAX_PROBLEMS = 1000
-
-# Common wordings of other survey tools, mapped onto the TIDE demographics
-# table; used only when the target wording is one of the study's choices.
-_ANY_QUESTION_SYNONYMS = {
-    "prefer not to say": PREFER_NOT, "rather not say": PREFER_NOT, "decline to answer": PREFER_NOT,
-    "other": "Other/Unknown", "unknown": "Other/Unknown",
-}
-_SYNONYMS: dict[str, dict[str, str]] = {
-    "gender": {"female": "Woman", "f": "Woman", "woman": "Woman", "male": "Man", "m": "Man", "man": "Man",
-               "nonbinary": "Non-binary", "non binary": "Non-binary"},
-    "sex": {"f": "Female", "m": "Male", "woman": "Female", "man": "Male"},
-    "race": {"white": "White or Caucasian", "caucasian": "White or Caucasian",
-             "black": "Black or African American", "african american": "Black or African American",
-             "multiple": "Multiracial", "two or more races": "Multiracial"},
-    "hispanic": {"y": "Yes", "n": "No", "true": "Yes", "false": "No"},
-    "education": {"high school": "High school diploma or less", "some college": "Some college, no degree",
-                  "associate": "Associate degree", "associates": "Associate degree",
-                  "bachelor": "Bachelor's degree", "bachelors": "Bachelor's degree",
-                  "graduate degree": "Graduate or professional degree",
-                  "postgraduate": "Graduate or professional degree"},
-    "employment": {"full-time": "Employed full-time", "full time": "Employed full-time",
-                   "part-time": "Employed part-time", "part time": "Employed part-time"},
-    "state": {"outside us": OUTSIDE_US, "outside the usa": OUTSIDE_US, "non-us": OUTSIDE_US},
-}
-
 
 class ImportProblems(Exception):
     """Everything wrong with an upload, one ``file:line:column: message`` per entry."""
@@ -228,72 +200,16 @@ def parse_bool(value: str) -> bool | None:
     raise ValueError(f'"{value}" is not a boolean; use true or false (or leave it empty)')
 
 
-def _normalized(text: str) -> str:
-    text = text.replace("\u2019", "'").replace("\u2013", "-").replace("\u2014", "-")
-    return " ".join(text.casefold().split()).rstrip(".")
-
-
-class DemographicNormalizer:
-    """Maps free wording onto the study's choices for each demographic question."""
-
-    def __init__(self, study: Study):
-        self.choices: dict[str, list[str]] = {
-            q.key: list(q.choices) for q in study.demographic_questions.all()
-        }
-        self.lookup: dict[str, dict[str, str]] = {}
-        for key, choices in self.choices.items():
-            table = {_normalized(c): c for c in choices}
-            for synonyms in (_ANY_QUESTION_SYNONYMS, _SYNONYMS.get(key, {})):
-                for word, target in synonyms.items():
-                    if target in choices:
-                        table.setdefault(_normalized(word), target)
-            self.lookup[key] = table
-        self.age_bands = [(band, _band_bounds(band)) for band in self.choices.get("age", [])]
-
-    def normalize(self, key: str, value: str) -> str:
-        if value == "":
-            return ""
-        if key not in self.choices:
-            raise ValueError(f"the study does not ask about {key}; leave the column empty")
-        found = self.lookup[key].get(_normalized(value))
-        if found is not None:
-            return found
-        if key == "age":
-            return self._age_band(value)
-        if key == "state":
-            raise ValueError(f'"{value}" is not a USPS state code (e.g. CA, NY, DC), "{OUTSIDE_US}" or "{PREFER_NOT}"')
-        raise ValueError(f'"{value}" is not one of: {"; ".join(self.choices[key])}')
-
-    def _age_band(self, value: str) -> str:
-        try:
-            age = float(value)
-        except ValueError:
-            raise ValueError(f'"{value}" is neither an age nor one of: {"; ".join(self.choices["age"])}') from None
-        for band, bounds in self.age_bands:
-            if bounds and bounds[0] <= age <= bounds[1]:
-                return band
-        raise ValueError(f"age {value} is in none of the bands {', '.join(self.choices['age'])}")
-
-
-def _band_bounds(band: str) -> tuple[float, float] | None:
-    """ "18-29" -> (18, 29.999), "70+" -> (70, inf); None for a non-numeric choice."""
-    text = band.replace("\u2013", "-").replace(" ", "")
-    if match := re.fullmatch(r"(\d+)-(\d+)", text):
-        return float(match[1]), float(match[2]) + 0.999
-    if match := re.fullmatch(r"(\d+)\+", text):
-        return float(match[1]), math.inf
-    return None
-
-
 def _read_participants(file: IO, name: str, study: Study, problems: _Problems) -> dict[str, ParsedParticipant] | None:
     """Participants by external id (None for one whose row has problems); None when the file is unusable."""
     parsed: dict[str, ParsedParticipant] = {}
-    table = _rows(file, name, PARTICIPANT_CSV_COLUMNS, [], problems)
+    questions = list(study.demographic_questions.all())
+    table = _rows(file, name, PARTICIPANT_CSV_COLUMNS + [q.key for q in questions], [], problems)
     if table is None:
         return None
     header, records = table
     col = {c: header.index(c) for c in header}
-    normalizer = DemographicNormalizer(study)
+    asked = questions
     for line, cells in records:
         def bad(column: str, message: str) -> None:
             problems.add(name, line, column, message)
@@ -329,11 +245,11 @@ def _read_participants(file: IO, name: str, study: Study, problems: _Problems) -
             bad("attention_passed", str(exc))
             ok = False
         demographics = {}
-        for key in DEMOGRAPHIC_COLUMNS:
+        for question in asked:
             try:
-                demographics[key] = normalizer.normalize(key, cells[col[key]])
+                demographics[question.key] = imported_answer(question, cells[col[question.key]])
             except ValueError as exc:
-                bad(key, str(exc))
+                bad(question.key, str(exc))
                 ok = False
         if ok:
             parsed[external_id] = ParsedParticipant(

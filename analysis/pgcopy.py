@@ -54,10 +54,12 @@ def _encoded(series: pd.Series, db_type: str) -> tuple[np.ndarray, np.ndarray]:
         values = np.where(null, 0, values).astype(dtype) if null.any() else values.astype(dtype)
         matrix = np.ascontiguousarray(values).view(np.uint8).reshape(len(series), dtype.itemsize)
         return matrix, np.where(null, -1, dtype.itemsize)
-    if db_type in ("varchar", "text", "character varying"):
+    if db_type in ("varchar", "text", "character varying", "jsonb"):
         # Encode each distinct text once; columns repeat a few values (a status, "").
+        # jsonb's binary form is a version byte (1) and the JSON text; its column holds JSON texts.
         codes, distinct = pd.factorize(series)
-        encoded = [str(text).encode() for text in distinct]
+        prefix = b"\x01" if db_type == "jsonb" else b""
+        encoded = [prefix + str(text).encode() for text in distinct]
         width = max((len(text) for text in encoded), default=0)
         padded = np.array(encoded + [b""], dtype=f"S{max(width, 1)}").view(np.uint8).reshape(-1, max(width, 1))
         lengths = np.array([len(text) for text in encoded] + [-1], dtype=np.int64)

@@ -20,6 +20,7 @@ from typing import Any
 import pandas as pd
 
 from analysis import registry, stats
+from analysis.design import Design
 from analysis.registry import Analysis
 
 logger = logging.getLogger(__name__)
@@ -46,6 +47,15 @@ def retained(ratings: pd.DataFrame, participants: pd.DataFrame, *, keep_rules: t
 def options_from_settings(analyses: Iterable[Analysis]) -> dict[str, dict[str, Any]]:
     """Keyword arguments of every analysis that has options, read from the settings (the pipeline's default)."""
     return {a.name: registry.options_from_settings(a) for a in analyses if a.options}
+
+
+def with_design_options(options: Mapping[str, dict[str, Any]], design: Design) -> dict[str, dict[str, Any]]:
+    """``options`` plus, for every analysis that takes any, the keywords its entry asks of the design."""
+    merged = {name: dict(values) for name, values in options.items()}
+    for analysis in registry.ANALYSES.values():
+        if analysis.design_options:
+            merged.setdefault(analysis.name, {}).update(design.options_for(analysis.design_options))
+    return merged
 
 
 @dataclass(frozen=True)
@@ -83,15 +93,22 @@ def compute_statistics(
     *,
     analyses: Iterable[Analysis] | None = None,
     options: Mapping[str, dict[str, Any]] | None = None,
+    design: Design | None = None,
 ) -> Statistics:
     """Every statistics table of one run (pure: frames in, tables out).
 
-    ``participants`` carries the quality columns (``excluded_by``); ``analyses``
-    defaults to every registered one, ``options`` to the values the registry
-    reads from the settings.
+    ``participants`` carries the quality columns (``excluded_by``). ``design``
+    (the study's, ``analysis.design``) chooses the analyses that apply to the
+    study and fills their design keywords (baseline, treatment, subgroups...);
+    ``analyses`` overrides the choice (default without a design: every
+    registered one), ``options`` the values the registry reads from the settings.
     """
-    chosen = list(registry.statistics_analyses() if analyses is None else analyses)
+    if analyses is None:
+        analyses = registry.statistics_analyses(design=None if design is None else design.features)
+    chosen = list(analyses)
     options = options_from_settings(registry.ANALYSES.values()) if options is None else options
+    if design is not None:
+        options = with_design_options(options, design)
     inputs = statistics_inputs(ratings, participants, gold)
     result = Statistics()
     for analysis in chosen:

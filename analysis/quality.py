@@ -15,21 +15,23 @@ Examples
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
+from analysis.design import Subgroup
+
 RULES = ("incomplete", "attention", "duration", "speed", "straightlining")
 ENROLLED = "enrolled"
 FILTER_FLOW_COLUMNS = ["step", "rule", "excluded", "remaining", "flagged_alone"]
-FILTER_FLOW_BY_GENDER_COLUMNS = ["step", "rule", "gender", "excluded"]
+FILTER_FLOW_BY_SUBGROUP_COLUMNS = ["step", "rule", "grouping", "group", "excluded"]
 RESULT_COLUMNS = [
     "participant_id", "duration_minutes", "sd", "mae", "fast_share", "attention_failures",
     "excluded_by", "payable", "reject_reason",
 ]
-GENDER_NOT_ANSWERED = "(not answered)"
+OUTSIDE_GROUPS = "(in neither group)"
 # Thresholds are compared at this many decimals (see ``at_precision``).
 COMPARE_DECIMALS = 9
 REJECT_ATTENTION = "failed_attention_checks"
@@ -46,7 +48,7 @@ Thresholds = Mapping[str, float]
 class QualityResult:
     participants: pd.DataFrame
     filter_flow: pd.DataFrame
-    filter_flow_by_gender: pd.DataFrame
+    filter_flow_by_subgroup: pd.DataFrame | None  # None: the study declares no subgroups
 
 
 def participant_metrics(
@@ -220,22 +222,29 @@ def filter_flow(flags: pd.DataFrame, excluded_by: pd.Series) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=FILTER_FLOW_COLUMNS)
 
 
-def filter_flow_by_gender(gender: pd.Series, excluded_by: pd.Series) -> pd.DataFrame:
-    """Participants excluded by each rule, per gender answer (blank -> "(not answered)").
+def filter_flow_by_subgroup(
+    participants: pd.DataFrame, excluded_by: pd.Series, subgroups: Sequence[Subgroup]
+) -> pd.DataFrame:
+    """Participants excluded by each rule, per group of each subgroup comparison the study declares.
 
-    Every gender present among the enrolled gets a row for every rule, zeros
-    included, so the table is complete for charts.
+    A participant outside both groups of a comparison (blank, left-out or
+    other answers) counts under ``OUTSIDE_GROUPS``. Every group present gets
+    a row for every rule, zeros included, so the table is complete for charts.
     """
-    labels = gender.astype(object).where(gender.astype(object).fillna("").str.strip() != "", GENDER_NOT_ANSWERED)
-    genders = sorted(labels.unique())
-    counts = pd.crosstab(excluded_by, labels)
-    rows = [
-        {"step": step, "rule": rule, "gender": g,
-         "excluded": int(counts.at[rule, g]) if rule in counts.index and g in counts.columns else 0}
-        for step, rule in enumerate(RULES, start=1)
-        for g in genders
-    ]
-    return pd.DataFrame(rows, columns=FILTER_FLOW_BY_GENDER_COLUMNS)
+    rows = []
+    for subgroup in subgroups:
+        answers = participants[subgroup.demographic] if subgroup.demographic in participants.columns else \
+            pd.Series("", index=participants.index)
+        labels = pd.Series([subgroup.label_of(a) or OUTSIDE_GROUPS for a in answers], index=excluded_by.index)
+        counts = pd.crosstab(excluded_by, labels)
+        groups = [g for g in (subgroup.group_a.label, subgroup.group_b.label, OUTSIDE_GROUPS) if g in counts.columns]
+        rows += [
+            {"step": step, "rule": rule, "grouping": subgroup.key, "group": g,
+             "excluded": int(counts.at[rule, g]) if rule in counts.index else 0}
+            for step, rule in enumerate(RULES, start=1)
+            for g in groups
+        ]
+    return pd.DataFrame(rows, columns=FILTER_FLOW_BY_SUBGROUP_COLUMNS)
 
 
 def reject_reasons(table: pd.DataFrame) -> pd.Series:
@@ -259,7 +268,11 @@ def reject_reasons(table: pd.DataFrame) -> pd.Series:
 
 
 def apply_quality_rules(
-    ratings: pd.DataFrame, participants: pd.DataFrame, gold: pd.DataFrame, thresholds: Thresholds
+    ratings: pd.DataFrame,
+    participants: pd.DataFrame,
+    gold: pd.DataFrame,
+    thresholds: Thresholds,
+    subgroups: Sequence[Subgroup] = (),
 ) -> QualityResult:
     """Flags, exclusion, payment decision and the flow tables for one study.
 
@@ -290,5 +303,7 @@ def apply_quality_rules(
     return QualityResult(
         participants=result,
         filter_flow=filter_flow(flags, excluded_by),
-        filter_flow_by_gender=filter_flow_by_gender(table["gender"], excluded_by),
+        filter_flow_by_subgroup=filter_flow_by_subgroup(
+            participants.set_index("participant_id").reindex(table.index), excluded_by, subgroups
+        ) if subgroups else None,
     )

@@ -41,6 +41,7 @@ from django.utils import timezone
 from threadpoolctl import threadpool_limits
 
 from analysis import fanout, frames, metrics_run, pipeline, quality, registry, selectors
+from analysis.design import Design, study_design
 from analysis.metrics import MetricsUnavailable
 from analysis.models import AnalysisRun, MetricsRun, MetricsTable, ParticipantResult, ResultTable
 from analysis.quality import QualityResult
@@ -333,7 +334,9 @@ def analysis_run_quality_persist(
         )
         _tables_write(
             ANALYSIS, run_id,
-            {"filter_flow": result.filter_flow, "filter_flow_by_gender": result.filter_flow_by_gender},
+            # The per-subgroup flow exists only for a study that declares subgroups.
+            {"filter_flow": result.filter_flow}
+            | ({"filter_flow_by_subgroup": result.filter_flow_by_subgroup} if result.filter_flow_by_subgroup is not None else {}),
             {"filter_flow": "DESIGN 3.2; step 0 counts everyone enrolled (non-preview)."},
         )
         AnalysisRun.objects.filter(pk=run_id).update(
@@ -419,18 +422,20 @@ def _analysis_steps(run: AnalysisRun, attempt: int, steps: RunSteps) -> None:
     None: the run is finished by whichever landing leaves no table pending.
     """
     with steps.step("frames"):
+        design = study_design(run.study_id)
         ratings = frames.ratings_frame(run.study_id)
-        participants = frames.participants_frame(run.study_id)
+        participants = frames.participants_frame(run.study_id, design)
         gold = frames.gold_frame(run.study_id)
     with steps.step("quality"):
-        result = quality.apply_quality_rules(ratings, participants, gold, run.thresholds)
-    plan = fanout.statistics_plan(registry.statistics_analyses(), seconds=_table_seconds_of_last_run(run))
+        result = quality.apply_quality_rules(ratings, participants, gold, run.thresholds, design.subgroups)
+    plan = fanout.statistics_plan(registry.statistics_analyses(design=design.features),
+                                  seconds=_table_seconds_of_last_run(run))
     with steps.step("persist"):
         analysis_run_quality_persist(run_id=run.pk, study_id=run.study_id, attempt=attempt, result=result,
                                      pending=plan.table_names)
     shared = fanout.RunFrames(ratings, _with_quality(participants, result), gold)
     with steps.step("statistics"):
-        computed = _statistics(shared, plan.paper)
+        computed = _statistics(shared, plan.paper, design)
     if plan.parts:
         with steps.step("fan-out"):
             _frames_share(run.pk, attempt, shared)
@@ -439,8 +444,10 @@ def _analysis_steps(run: AnalysisRun, attempt: int, steps: RunSteps) -> None:
     _parts_send(run.pk, attempt, plan.parts)
 
 
-def _statistics(shared: fanout.RunFrames, analyses: Sequence[registry.Analysis]) -> pipeline.Statistics:
-    """The tables of ``analyses``, with numpy's BLAS on one thread.
+def _statistics(
+    shared: fanout.RunFrames, analyses: Sequence[registry.Analysis], design: Design
+) -> pipeline.Statistics:
+    """The tables of ``analyses`` for a study of ``design``, with numpy's BLAS on one thread.
 
     A run's tasks already keep every core busy, one task per worker process;
     a BLAS thread pool per task oversubscribes the cores, and for the
@@ -449,7 +456,8 @@ def _statistics(shared: fanout.RunFrames, analyses: Sequence[registry.Analysis])
     5.8 s on one, alone on an idle two-core machine).
     """
     with threadpool_limits(limits=1, user_api="blas"):
-        return pipeline.compute_statistics(shared.ratings, shared.participants, shared.gold, analyses=analyses)
+        return pipeline.compute_statistics(shared.ratings, shared.participants, shared.gold, analyses=analyses,
+                                           design=design)
 
 
 def _table_seconds_of_last_run(run: AnalysisRun) -> dict[str, float]:
@@ -488,16 +496,17 @@ def _parts_send(run_id: int, attempt: int, parts: Sequence[Sequence[str]]) -> No
         analysis_run_part(run_id=run_id, attempt=attempt, names=names)
 
 
-def _frames_rebuilt(run: AnalysisRun) -> fanout.RunFrames:
+def _frames_rebuilt(run: AnalysisRun, design: Design) -> fanout.RunFrames:
     """The frames of a run's attempt on a machine without its file: built again from the database.
 
     Exclusions are those the attempt persisted, and participants who enrolled
     since are left out, so every table of the run describes the same people.
     """
     ratings = frames.ratings_frame(run.study_id)
-    participants = frames.participants_frame(run.study_id)
+    participants = frames.participants_frame(run.study_id, design)
     gold = frames.gold_frame(run.study_id)
-    enriched = _with_quality(participants, quality.apply_quality_rules(ratings, participants, gold, run.thresholds))
+    enriched = _with_quality(participants, quality.apply_quality_rules(ratings, participants, gold, run.thresholds,
+                                                                       design.subgroups))
     persisted = dict(
         ParticipantResult.objects.filter(run_id=run.pk).values_list("participant__pseudonym", "excluded_by")
     )
@@ -519,13 +528,14 @@ def analysis_run_part(*, run_id: int, attempt: int, names: Sequence[str]) -> str
         return "nothing to do"
     began = time.perf_counter()
     try:
+        design = study_design(run.study_id)
         shared = fanout.frames_load(run_id=run_id, attempt=attempt)
         source = "file" if shared is not None else "database"
-        shared = shared or _frames_rebuilt(run)
+        shared = shared or _frames_rebuilt(run, design)
         # A part is named by its first table in the timings.
         loaded = {f"part.{todo[0]}.frames": round(time.perf_counter() - began, 3)}
         logger.info("run %s part %s: frames from the %s in %.2fs", run_id, todo, source, *loaded.values())
-        computed = _statistics(shared, [registry.ANALYSES[name] for name in todo])
+        computed = _statistics(shared, [registry.ANALYSES[name] for name in todo], design)
         analysis_run_tables_land(run_id=run_id, attempt=attempt, names=todo, computed=computed,
                                  timings={**_statistics_timings(computed), **loaded})
     except RunSuperseded:

@@ -3,11 +3,14 @@ except to the results page, which shows a running run's tables as they land."""
 
 from __future__ import annotations
 
-import pandas as pd
-from django.db.models import Max, Min, QuerySet
+from typing import Any
 
+import pandas as pd
+from django.db.models import F, Max, Min, QuerySet
+
+from analysis.design import study_design
 from analysis.models import AnalysisRun, MetricsRun, MetricsTable, ParticipantResult, ResultTable
-from surveys.models import Study
+from surveys.models import FreeTextAnswer, ItemPlacement, Study
 
 
 def analysis_run_latest(*, study: Study) -> AnalysisRun | None:
@@ -54,6 +57,66 @@ def result_tables_so_far(*, run: AnalysisRun) -> dict[str, pd.DataFrame]:
     """
     landed = ResultTable.objects.filter(run=run, run__status__in=[AnalysisRun.Status.RUNNING, AnalysisRun.Status.DONE])
     return {table.name: pd.DataFrame(table.rows, columns=table.columns) for table in landed.order_by("name")}
+
+
+def retained_participant_ids(*, run: AnalysisRun) -> QuerySet[ParticipantResult]:
+    """The ids of the participants the run retained (``excluded_by`` empty), as a subquery (done runs only)."""
+    return ParticipantResult.objects.filter(run=run, run__status=AnalysisRun.Status.DONE, excluded_by="").values(
+        "participant_id")
+
+
+#: The columns of ``free_text_rows``, in order (the export's header).
+FREE_TEXT_COLUMNS = ["participant_id", "question_key", "block_id", "scenario", "text"]
+
+
+def free_text_rows(*, run: AnalysisRun) -> QuerySet[FreeTextAnswer]:
+    """The written answers of the run's retained participants, as tuples in ``FREE_TEXT_COLUMNS`` order.
+
+    Per participant (enrolment order): the per-block answers in the order the blocks
+    were shown, then the study-level ones, whose block and scenario are None.
+    """
+    return (
+        FreeTextAnswer.objects.filter(participant_id__in=retained_participant_ids(run=run))
+        .order_by("participant_id", F("visit__sequence").asc(nulls_last=True), "question__order", "question_id")
+        .values_list("participant__pseudonym", "question__key", "visit__block__key", "visit__block__scenario__key",
+                     "text")
+    )
+
+
+#: The columns of ``choice_rows``: the export's columns with the item's source label (for ``label``)
+#: and the stored choice (``best`` / ``worst``).
+CHOICE_QUERY_COLUMNS = ["participant_id", "block_id", "scenario", "response_id", "model", "condition",
+                        "source_label", "position", "choice"]
+
+
+def choice_rows(*, run: AnalysisRun) -> QuerySet[ItemPlacement]:
+    """The responses the run's retained participants chose as best or worst, as tuples in ``CHOICE_QUERY_COLUMNS``
+    order: per participant (enrolment order), block by block as shown, by display position."""
+    return (
+        ItemPlacement.objects.filter(visit__participant_id__in=retained_participant_ids(run=run),
+                                     choice__in=[ItemPlacement.Choice.BEST, ItemPlacement.Choice.WORST])
+        .order_by("visit__participant_id", "visit__sequence", "position")
+        .values_list("visit__participant__pseudonym", "item__block__key", "item__block__scenario__key", "item__key",
+                     "item__system__name", "item__condition__name", "item__source_label", "position", "choice")
+    )
+
+
+def free_text_answers(*, study: Study, question: str = "", block: str = "", contains: str = "") -> QuerySet[FreeTextAnswer]:
+    """The written answers of the study's participants (previews left out) for the answers page, in the
+    order of free_text.csv, with their question, block, scenario and the responses the participant saw
+    on that block. Empty filters select everything."""
+    answers = FreeTextAnswer.objects.filter(participant__study=study, participant__is_preview=False)
+    if question:
+        answers = answers.filter(question__key=question)
+    if block:
+        answers = answers.filter(visit__block__key=block)
+    if contains:
+        answers = answers.filter(text__icontains=contains)
+    return (
+        answers.select_related("participant", "question", "visit__block__scenario")
+        .prefetch_related("visit__placements__item__system", "visit__placements__item__condition")
+        .order_by("participant_id", F("visit__sequence").asc(nulls_last=True), "question__order", "question_id", "id")
+    )
 
 
 def result_tables(*, run: AnalysisRun) -> dict[str, pd.DataFrame]:
@@ -125,3 +188,18 @@ def study_rating_scale(*, study: Study) -> tuple[int, int] | None:
 def scenario_labels_of(*, study: Study) -> dict[str, str]:
     """Scenario key -> its label (the key when the label is blank), for the charts' panel titles."""
     return {key: label or key for key, label in study.scenarios.values_list("key", "label")}
+
+
+def figure_context(*, study: Study) -> dict[str, Any]:
+    """What the results page's charts need to know of the study (``analysis.charts.results_figures``)."""
+    design = study_design(study.pk)
+    declared = [name for name in (design.baseline, design.treatment, *design.references) if name]
+    others = sorted(set(study.conditions.values_list("name", flat=True)) - set(declared))
+    return {
+        "scale": study_rating_scale(study=study),
+        "scenario_labels": scenario_labels_of(study=study),
+        "conditions": declared + others,
+        "baseline": design.baseline,
+        "treatment": design.treatment,
+        "us_map": design.us_map,
+    }

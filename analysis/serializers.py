@@ -127,3 +127,28 @@ class GoldImportReportSerializer(serializers.Serializer):
 
 class ImportProblemsSerializer(serializers.Serializer):
     problems = serializers.ListField(child=serializers.CharField(), help_text="file:line:column: message")
+
+
+class FreeTextRecordSerializer(serializers.Serializer):
+    """One row of free_text.csv (the raw text: no spreadsheet escaping in JSON)."""
+
+    participant_id = serializers.CharField()
+    question_key = serializers.CharField()
+    block_id = serializers.CharField(allow_null=True, help_text="null for a question asked once for the whole study")
+    scenario = serializers.CharField(allow_null=True, help_text="null for a question asked once for the whole study")
+    text = serializers.CharField()
+
+
+class ChoiceRecordSerializer(serializers.Serializer):
+    """One row of choices.csv."""
+
+    participant_id = serializers.CharField()
+    block_id = serializers.CharField()
+    scenario = serializers.CharField()
+    response_id = serializers.CharField()
+    model = serializers.CharField()
+    condition = serializers.CharField()
+    label = serializers.CharField(allow_blank=True, help_text="the letter of the display position when the study "
+                                                               "shows letters, otherwise the source label")
+    position = serializers.IntegerField()
+    choice = serializers.ChoiceField(choices=["most", "least"])

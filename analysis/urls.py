@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views
+from . import free_text_views, rater_link_views, views
 
 app_name = "researcher"
 urlpatterns = [
@@ -18,7 +18,10 @@ urlpatterns = [
     path("studies/<slug:slug>/metrics/<int:run_id>/tables/<str:name>.csv", views.metrics_table_csv,
          name="metrics_table_csv"),
     path("studies/<slug:slug>/import/", views.import_data, name="import"),
+    path("studies/<slug:slug>/raters/", rater_link_views.rater_links_page, name="raters"),
+    path("studies/<slug:slug>/raters/<int:link_id>/revoke/", rater_link_views.rater_link_revoke, name="rater_revoke"),
     path("studies/<slug:slug>/exports/", views.export_list, name="exports"),
+    path("studies/<slug:slug>/free-text/", free_text_views.free_text_answers, name="free_text"),
     path("studies/<slug:slug>/exports/everything.zip", views.export_everything, name="export_everything"),
     path("studies/<slug:slug>/exports/<str:name>.csv", views.export_download, name="export_download"),
 ]

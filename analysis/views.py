@@ -28,8 +28,9 @@ from .models import AnalysisRun, MetricsRun
 
 FUNNEL_LABELS = [
     ("entered", "Entered"), ("consented", "Consented"), ("in_progress", "In progress"), ("idle", "Idle > 15 min"),
+    ("holding", "Holding a place"), ("time_up", "In progress, time ran out"),
     ("completed", "Completed"), ("exited", "Exited early"), ("declined", "Declined consent"),
-    ("turned_away", "Turned away (study full)"), ("target", "Target completions"),
+    ("turned_away", "Turned away (study full)"), ("target", "Target completions"), ("places_left", "Places left"),
 ]
 
 
@@ -134,17 +135,16 @@ def _page_figures(study, run: AnalysisRun, frames) -> tuple[dict, dict | None]:
     """The results page's figures and their shared template; a done run's are built once and cached.
 
     A done run's tables never change; the key also holds what the figures
-    take from the study (its rating scale and scenario labels).
+    take from the study (``selectors.figure_context``: its scale, labels, conditions...).
     """
-    scale, labels = selectors.study_rating_scale(study=study), selectors.scenario_labels_of(study=study)
+    context = selectors.figure_context(study=study)
 
     def build() -> tuple[dict, dict | None]:
-        return charts.page_payload(charts.results_figures(frames, registry.figure_sources(), scale=scale,
-                                                          scenario_labels=labels))
+        return charts.page_payload(charts.results_figures(frames, registry.figure_sources(), **context))
 
     if run.status != AnalysisRun.Status.DONE:
         return build()
-    study_part = hashlib.sha256(json.dumps([scale, labels], sort_keys=True).encode()).hexdigest()[:16]
+    study_part = hashlib.sha256(json.dumps(context, sort_keys=True, default=str).encode()).hexdigest()[:16]
     key = f"results-figures:{run.pk}:{run.attempts}:{study_part}"
     return cache.get_or_set(key, build, FIGURES_CACHE_SECONDS)
 
@@ -197,8 +197,7 @@ def _csv_response(request: HttpRequest, lines, filename: str) -> StreamingHttpRe
 def export_list(request: HttpRequest, slug: str) -> HttpResponse:
     study = study_for_user(request.user, slug)
     run = selectors.analysis_run_latest_done(study=study)
-    available = exports.result_exports_of(run) if run else []
-    files = [(name, exports.EXPORTS[name]) for name in ["participants", "ratings", *available]]
+    files = [(name, exports.EXPORTS[name]) for name in exports.exports_of(run)] if run else []
     return render(request, "researcher/exports.html", {"study": study, "run": run, "files": files})
 
 

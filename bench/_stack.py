@@ -80,11 +80,11 @@ def prepare_site(env: dict[str, str], *, fresh: bool = True, collectstatic: bool
     manage("shell", "-c", "from surveys.models import Study; Study.objects.filter(slug='tide').update(target_completions=None, is_open=True)", env=env)
 
 
-def http_get(base_url: str, path: str, timeout: float = 5) -> tuple[int, str]:
+def http_get(base_url: str, path: str, timeout: float = 5, headers: dict[str, str] | None = None) -> tuple[int, str]:
     parts = urlsplit(base_url)
     conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
     try:
-        conn.request("GET", path)
+        conn.request("GET", path, headers=headers or {})
         response = conn.getresponse()
         return response.status, response.read().decode("utf-8", "replace")
     finally:

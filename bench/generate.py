@@ -11,8 +11,8 @@ rating rows in a few seconds). Behaviours, seeded:
 - early exit (5%): leaves after 1-23 blocks (the last one shown, not submitted);
 - random (3%): uniform ratings and ranks.
 
-Demographics are spread over the TIDE wording (age bands and plain ages,
-genders, races, education, employment) and US states of every Census
+Demographics are spread over the TIDE fixture's wording (its Table 3
+categories: ages in years, genders, races, education, employment) and US states of every Census
 region, with some blanks, "Outside the US" and "Prefer not to answer".
 
 Usage::
@@ -34,23 +34,23 @@ ROOT = Path(__file__).resolve().parent.parent
 BEHAVIOURS = ("honest", "speeder", "straightliner", "attention", "early_exit", "random")
 SHARES = (0.78, 0.05, 0.05, 0.04, 0.05, 0.03)
 
-AGES = ["18-29", "30-39", "40-49", "50-59", "60-69", "70+", "Prefer not to answer", "24", "35", "47", "58", "61", "66"]
-AGE_P = [0.18, 0.18, 0.15, 0.12, 0.09, 0.04, 0.02, 0.05, 0.05, 0.04, 0.04, 0.02, 0.02]
+AGES = ["22", "27", "31", "38", "44", "49", "53", "58", "61", "64", "68", "74", "Prefer not to answer"]
+AGE_P = [0.09, 0.1, 0.1, 0.11, 0.1, 0.1, 0.09, 0.09, 0.07, 0.05, 0.05, 0.03, 0.02]
 SEXES = ["Female", "Male", "Intersex", "Prefer not to answer", ""]
 SEX_P = [0.5, 0.46, 0.01, 0.02, 0.01]
 GENDERS = ["Woman", "Man", "Non-binary", "Other/Unknown", "Prefer not to answer", ""]
 GENDER_P = [0.49, 0.44, 0.03, 0.01, 0.02, 0.01]
 RACES = ["White or Caucasian", "Black or African American", "Asian", "American Indian or Alaska Native",
-         "Native Hawaiian or Other Pacific Islander", "Multiracial", "Other/Unknown", "Prefer not to answer"]
+         "Native Hawaiian or Other Pacific Islander", "Two or more races", "Other/Unknown", "Prefer not to answer"]
 RACE_P = [0.6, 0.13, 0.1, 0.02, 0.01, 0.08, 0.03, 0.03]
 HISPANIC = ["Yes", "No", "Prefer not to answer", ""]
 HISPANIC_P = [0.15, 0.8, 0.03, 0.02]
-EDUCATION = ["High school diploma or less", "Some college, no degree", "Associate degree", "Bachelor's degree",
+EDUCATION = ["High school diploma or GED", "Some college, but no degree", "Associate degree", "Bachelor's degree",
              "Graduate or professional degree", "Prefer not to answer"]
 EDUCATION_P = [0.15, 0.2, 0.1, 0.33, 0.2, 0.02]
-EMPLOYMENT = ["Employed full-time", "Employed part-time", "Self-employed", "Unemployed", "Student", "Retired",
-              "Unable to work", "Other/Unknown", "Prefer not to answer"]
-EMPLOYMENT_P = [0.4, 0.14, 0.1, 0.08, 0.1, 0.1, 0.04, 0.02, 0.02]
+EMPLOYMENT = ["Working full-time", "Working part-time", "Not working and not looking for work",
+              "Unemployed and looking for work", "Student", "Retired", "Other/Unknown", "Prefer not to answer"]
+EMPLOYMENT_P = [0.4, 0.14, 0.1, 0.08, 0.1, 0.12, 0.04, 0.02]
 STATES = ("AL AK AZ AR CA CO CT DE DC FL GA HI ID IL IN IA KS KY LA ME MD MA MI MN MS MO MT NE NV NH NJ NM "
           "NY NC ND OH OK OR PA RI SC SD TN TX UT VT VA WA WV WI WY").split()
 BLOCK_SECONDS = (30, 120)

@@ -26,7 +26,8 @@ from urllib.parse import urlencode
 from django.utils import timezone
 
 from surveys import clock, selectors, services
-from surveys.forms import DemographicsForm, PageForm, demographic_choices
+from surveys.demographics import offered_answers
+from surveys.forms import DemographicsForm, PageForm
 from surveys.models import Study
 
 from . import selectors as bot_selectors
@@ -225,7 +226,8 @@ def run_with_services(
             fields, seconds = _answer(spec, persona, quality, rng)
             sim.advance(seconds)
             run.simulated_seconds += seconds
-            form = PageForm(fields, page=page, ranking=study.ranking_enabled, best_worst=study.best_worst_enabled)
+            form = PageForm(fields, page=page, ranking=study.ranking_enabled, best_worst=study.best_worst_enabled,
+                            construct=study.construct, letter_labels=study.letter_labels)
             if not form.is_valid():
                 raise ValueError(f"{persona.name} bot gave invalid answers: {form.errors.as_json()}")
             outcome = services.block_answer_submit(
@@ -237,8 +239,10 @@ def run_with_services(
         end_questions = selectors.end_of_study_questions(study=study)
         spec = PageSpec(
             kind="demographics",
-            selects={q.key: [v for v, _ in demographic_choices(q)] for q in questions},
-            texts={f"text-{q.key}": q.max_length for q in end_questions},
+            selects={q.key: [v for v, _ in offered_answers(q)] for q in questions if offered_answers(q)},
+            numbers={q.key: (q.min_value, q.max_value, q.integer) for q in questions if q.kind == q.Kind.NUMBER},
+            texts={f"text-{q.key}": q.max_length for q in end_questions}
+            | {q.key: q.max_length for q in questions if q.kind == q.Kind.TEXT},
         )
         fields = persona.answer_demographics(spec, rng)
         sim.advance(rng.uniform(30, 90))

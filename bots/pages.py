@@ -24,6 +24,7 @@ class PageSpec:
     statement: str = ""
     check_points: list[int] = field(default_factory=list)
     selects: dict[str, list[str]] = field(default_factory=dict)  # demographics: name -> choices
+    numbers: dict[str, tuple[float, float, bool]] = field(default_factory=dict)  # name -> (min, max, whole numbers)
     completion_code: str = ""
     csrf_token: str = ""
 
@@ -38,6 +39,7 @@ class _PageParser(HTMLParser):
         self.radios: dict[str, list[str]] = {}
         self.selects: dict[str, list[str]] = {}
         self.textareas: dict[str, int] = {}
+        self.numbers: dict[str, tuple[float, float, bool]] = {}
         self.legends: list[str] = []
         self.code = ""
         self._select: str | None = None
@@ -52,6 +54,10 @@ class _PageParser(HTMLParser):
             self.hidden[a["name"]] = a.get("value", "")
         elif tag == "input" and a.get("type") == "radio":
             self.radios.setdefault(a["name"], []).append(a.get("value", ""))
+        elif tag == "input" and a.get("type") == "number" and a.get("name"):
+            self.numbers[a["name"]] = (float(a.get("min", 0)), float(a.get("max", 100)), a.get("step") == "1")
+        elif tag == "input" and a.get("type") == "text" and a.get("name"):
+            self.textareas[a["name"]] = int(a.get("maxlength") or 10000)
         elif tag == "select":
             self._select = a.get("name")
             self.selects[self._select] = []
@@ -110,6 +116,7 @@ def page_spec_from_html(html: str) -> PageSpec:
         else:
             spec.selects[name] = values
     spec.texts = dict(parser.textareas)
+    spec.numbers = dict(parser.numbers)
     return spec
 
 

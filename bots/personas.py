@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 import re
 from collections.abc import Callable
@@ -85,23 +86,31 @@ class Persona:
     def answer_demographics(self, spec: PageSpec, rng: random.Random) -> dict[str, str]:
         fields = {}
         for name, choices in spec.selects.items():
-            fields[name] = _demographic_pick(name, choices, rng)
+            fields[name] = _demographic_pick(choices, rng)
+        for name, (low, high, whole) in spec.numbers.items():
+            fields[name] = "" if rng.random() < 0.03 else _number_pick(low, high, whole, rng)
         for name, max_length in spec.texts.items():
             fields[name] = rng.choice(["", rng.choice(REASONS)])[:max_length]
         return fields
 
 
-def _demographic_pick(name: str, choices: list[str], rng: random.Random) -> str:
+def _demographic_pick(choices: list[str], rng: random.Random) -> str:
     """Spread over every group, with a few skipped or declined answers."""
     roll = rng.random()
     if roll < 0.03:
         return ""
     if roll < 0.06 and PREFER_NOT in choices:
         return PREFER_NOT
-    real = [c for c in choices if c not in (PREFER_NOT, OUTSIDE_US)]
-    if name == "state" and OUTSIDE_US in choices and roll < 0.09:
+    if roll < 0.09 and OUTSIDE_US in choices:
         return OUTSIDE_US
+    real = [c for c in choices if c not in (PREFER_NOT, OUTSIDE_US)]
     return rng.choice(real or choices)
+
+
+def _number_pick(low: float, high: float, whole: bool, rng: random.Random) -> str:
+    if whole:
+        return str(rng.randint(math.ceil(low), math.floor(high)))
+    return f"{rng.uniform(low, high):.1f}"
 
 
 class Speeder(Persona):

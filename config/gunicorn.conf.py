@@ -17,15 +17,16 @@ preload_app = True
 max_requests_jitter = 500
 accesslog = os.environ.get("GUNICORN_ACCESS_LOG", "-")
 # The access log passes through the same filter as Django's logs, so panel ids
-# in an entry URL never reach the log.
+# in an entry URL never reach the log. The filter sits on the loggers too: gunicorn
+# adds a handler of its own for ``accesslog``, and a logger's filter runs before any handler.
 logconfig_dict = {
     "version": 1,
     "disable_existing_loggers": False,
     "filters": {"mask_ids": {"()": "web.security.MaskParticipantIdsFilter"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["mask_ids"]}},
     "loggers": {
-        "gunicorn.error": {"handlers": ["console"], "level": "INFO", "propagate": False},
-        "gunicorn.access": {"handlers": ["console"], "level": "INFO", "propagate": False},
+        "gunicorn.error": {"handlers": ["console"], "filters": ["mask_ids"], "level": "INFO", "propagate": False},
+        "gunicorn.access": {"handlers": ["console"], "filters": ["mask_ids"], "level": "INFO", "propagate": False},
     },
 }
 

@@ -198,6 +198,8 @@ SESSION_COOKIE_AGE = env_int("SESSION_COOKIE_AGE", 4 * 60 * 60, minimum=60 * 60)
 SESSION_SAVE_EVERY_REQUEST = False
 SESSION_REFRESH_SECONDS = env_int("SESSION_REFRESH_SECONDS", 5 * 60, minimum=0)
 SESSION_COOKIE_HTTPONLY = True
+# Open links (surveys/open_links.py): new anonymous participants per address and study per hour.
+OPEN_LINK_STARTS_PER_HOUR = env_int("OPEN_LINK_STARTS_PER_HOUR", 30, minimum=1)
 CSRF_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", not DEBUG)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
@@ -315,8 +317,8 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["mask_ids"]}},
     "loggers": {
         "django.server": {"handlers": ["console"], "level": "INFO", "propagate": False},
-        "gunicorn.access": {"handlers": ["console"], "level": "INFO", "propagate": False},
-        "gunicorn.error": {"handlers": ["console"], "level": "INFO", "propagate": False},
+        "gunicorn.access": {"handlers": ["console"], "filters": ["mask_ids"], "level": "INFO", "propagate": False},
+        "gunicorn.error": {"handlers": ["console"], "filters": ["mask_ids"], "level": "INFO", "propagate": False},
     },
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
 }

@@ -1,6 +1,7 @@
 from django import forms
 from django.contrib import admin
 
+from .definition import PANEL_ONLY
 from .models import Block, Item, Participant, Study
 from .recruitment import completion_url_problem, id_pattern_problem
 
@@ -16,6 +17,9 @@ class BlockInline(admin.TabularInline):
         return False
 
 
+PANEL_REQUIRED = tuple(name for name in PANEL_ONLY if name != "completion_url")
+
+
 class StudyAdminForm(forms.ModelForm):
     """The recruitment settings meet anonymous visitors: the same checks as a definition file's."""
 
@@ -25,8 +29,19 @@ class StudyAdminForm(forms.ModelForm):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        if "completion_url" in self.fields:
-            self.fields["completion_url"].required = False  # empty: no panel to return to
+        # Empty outside panel studies (clean() requires them in panel studies); an empty
+        # completion_url means no panel to return to.
+        for name in (*PANEL_REQUIRED, "completion_url"):
+            if name in self.fields:
+                self.fields[name].required = False
+
+    def clean(self) -> dict:
+        data = super().clean()
+        if self.instance.recruitment_mode == Study.RecruitmentMode.PANEL:
+            for name in PANEL_REQUIRED:
+                if name in self.fields and not data.get(name):
+                    self.add_error(name, "a panel study needs this")
+        return data
 
     def clean_completion_url(self) -> str:
         value = self.cleaned_data.get("completion_url") or ""
@@ -47,14 +62,14 @@ class StudyAdmin(admin.ModelAdmin):
     list_display = ("slug", "title", "is_demo_content", "is_open", "target_completions", "participant_count")
     search_fields = ("slug", "title")
     filter_horizontal = ("owners",)
-    readonly_fields = ("slug", "consent_text", "instructions_text", "question_text", "ranking_enabled", "best_worst_enabled")
+    readonly_fields = ("slug", "recruitment_mode", "consent_text", "instructions_text", "question_text", "ranking_enabled", "best_worst_enabled")
     fieldsets = (
         (None, {"fields": ("slug", "title", "description", "is_demo_content", "is_open", "owners")}),
         ("Participant-facing content (from the definition file)", {
             "fields": ("consent_text", "instructions_text", "question_text", "ranking_enabled", "best_worst_enabled"),
         }),
-        ("Recruitment", {"fields": ("id_param", "study_param", "session_param", "id_pattern", "completion_code",
-                                    "completion_url", "target_completions")}),
+        ("Recruitment", {"fields": ("recruitment_mode", "id_param", "study_param", "session_param", "id_pattern", "completion_code",
+                                    "completion_url", "target_completions", "estimated_minutes", "hold_minutes")}),
         ("Quality rules", {"fields": ("duration_min_minutes", "duration_max_minutes", "fast_block_seconds",
                                       "fast_share_max", "straightline_sd_max", "straightline_mae_min",
                                       "attention_failures_allowed")}),

@@ -9,12 +9,13 @@ like ``blocks[3].responses[4].condition: unknown condition "fine_tuned"``
 from __future__ import annotations
 
 import json
+import warnings
 from collections import Counter
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from . import limits
 from .recruitment import completion_url_problem, id_pattern_problem
@@ -37,28 +38,20 @@ US_STATES = (
     "AL AK AZ AR CA CO CT DE DC FL GA HI ID IL IN IA KS KY LA ME MD MA MI MN MS MO MT NE NV NH NJ NM "
     "NY NC ND OH OK OR PA RI SC SD TN TX UT VT VA WA WV WI WY"
 ).split()
+# Fixed answers the platform itself offers (not a study's words): the last two
+# choices of a US-state question, and the way out of any demographic question.
 OUTSIDE_US = "Outside the US"
 PREFER_NOT = "Prefer not to answer"
 
-# The wording of the TIDE paper's demographics table (Table 3), plus US state.
-DEFAULT_DEMOGRAPHICS: list[dict[str, Any]] = [
-    {"key": "age", "prompt": "What is your age?",
-     "choices": ["18-29", "30-39", "40-49", "50-59", "60-69", "70+", PREFER_NOT]},
-    {"key": "sex", "prompt": "What is your sex assigned at birth?", "choices": ["Female", "Male", "Intersex", PREFER_NOT]},
-    {"key": "gender", "prompt": "What is your gender?",
-     "choices": ["Woman", "Man", "Non-binary", "Other/Unknown", PREFER_NOT]},
-    {"key": "race", "prompt": "What is your race?",
-     "choices": ["White or Caucasian", "Black or African American", "Asian", "American Indian or Alaska Native",
-                 "Native Hawaiian or Other Pacific Islander", "Multiracial", "Other/Unknown", PREFER_NOT]},
-    {"key": "hispanic", "prompt": "Are you of Hispanic, Latino, or Spanish origin?", "choices": ["Yes", "No", PREFER_NOT]},
-    {"key": "education", "prompt": "What is the highest level of education you have completed?",
-     "choices": ["High school diploma or less", "Some college, no degree", "Associate degree", "Bachelor's degree",
-                 "Graduate or professional degree", PREFER_NOT]},
-    {"key": "employment", "prompt": "What is your employment status?",
-     "choices": ["Employed full-time", "Employed part-time", "Self-employed", "Unemployed", "Student", "Retired",
-                 "Unable to work", "Other/Unknown", PREFER_NOT]},
-    {"key": "state", "prompt": "Which US state do you live in?", "choices": US_STATES + [OUTSIDE_US, PREFER_NOT]},
-]
+# Column names of participants.csv that a demographic key must not take.
+RESERVED_PARTICIPANT_COLUMNS = frozenset({
+    "participant_id", "external_id", "started_at", "finished_at", "attention_passed", "region",
+    "duration_minutes", "sd", "mae", "fast_share", "excluded_by", "payable", "reject_reason", "completion_code",
+    "status", "source", "blocks_assigned", "blocks_answered", "seed",
+})
+
+DEMOGRAPHIC_TYPES = ("choice", "number", "us_state", "text")
+BUILT_IN_REGION_MAPS = ("us_census",)
 
 
 class Strict(BaseModel):
@@ -119,18 +112,92 @@ class FreeTextDef(Strict):
     per_block: bool = False
 
 
-class DemographicDef(Strict):
-    key: str
-    prompt: DemographicPrompt
-    choices: list[NonEmpty] = Field(min_length=1, description="each fits the answer's column (surveys.limits)")
+DemographicKey = Annotated[str, Field(min_length=1, max_length=limits.DEMOGRAPHIC_KEY, pattern=r"^[a-z][a-z0-9_]*$")]
+Answer = Annotated[str, Field(min_length=1, max_length=limits.DEMOGRAPHIC_CHOICE)]
 
-    @field_validator("key")
-    @classmethod
-    def _known(cls, value: str) -> str:
-        known = [d["key"] for d in DEFAULT_DEMOGRAPHICS]
-        if value not in known:
-            raise ValueError(f'unknown demographic "{value}"; use one of {", ".join(known)}')
-        return value
+
+class DemographicDef(Strict):
+    """One demographic question: a key (its column in participants.csv), a prompt and a type.
+
+    ``choice`` offers ``choices``; ``number`` takes a number in [min, max];
+    ``us_state`` offers the USPS codes (shown as state names), "Outside the US"
+    and "Prefer not to answer"; ``text`` takes up to ``max_length`` characters.
+    Every type also accepts "Prefer not to answer". ``synonyms`` maps other
+    words an imported participants.csv may use to one of the choices.
+    """
+
+    key: DemographicKey
+    prompt: DemographicPrompt
+    type: str = Field(default="choice", description="choice, number, us_state or text")
+    choices: list[Answer] = Field(default_factory=list)
+    min: float | None = None
+    max: float | None = None
+    integer: bool = Field(default=True, description="number questions: whole numbers only")
+    max_length: int = Field(default=200, ge=1, le=limits.DEMOGRAPHIC_TEXT)
+    synonyms: dict[Answer, Answer] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _shape(self) -> "DemographicDef":
+        if self.type not in DEMOGRAPHIC_TYPES:
+            raise ValueError(f'unknown type "{self.type}"; use one of {", ".join(DEMOGRAPHIC_TYPES)}')
+        if self.type == "choice" and not self.choices:
+            raise ValueError("a choice question needs at least one choice")
+        if self.type != "choice" and self.choices:
+            raise ValueError(f"a {self.type} question takes no choices")
+        if self.type == "number":
+            if self.min is None or self.max is None:
+                raise ValueError("a number question needs min and max")
+            if self.max <= self.min:
+                raise ValueError(f"max ({self.max:g}) must be greater than min ({self.min:g})")
+        elif self.min is not None or self.max is not None:
+            raise ValueError(f"min and max apply to number questions, not {self.type}")
+        return self
+
+    def offered(self) -> list[str]:
+        """The answers a choice or US-state question offers, "Prefer not to answer" last."""
+        values = list(self.choices) if self.type == "choice" else (US_STATES + [OUTSIDE_US] if self.type == "us_state" else [])
+        return values + ([PREFER_NOT] if values and PREFER_NOT not in values else [])
+
+
+class GroupDef(Strict):
+    """One side of a subgroup comparison: listed answers, a number range, or every other answer."""
+
+    label: Annotated[str, Field(min_length=1, max_length=limits.GROUP_LABEL)]
+    answers: list[Answer] = Field(default_factory=list)
+    at_least: float | None = None
+    below: float | None = None
+    rest: bool = Field(default=False, description="every answer the other group does not take")
+
+    @model_validator(mode="after")
+    def _one_rule(self) -> "GroupDef":
+        rules = [bool(self.answers), self.at_least is not None or self.below is not None, self.rest]
+        if sum(rules) != 1:
+            raise ValueError("give exactly one of answers, at_least/below, or rest")
+        return self
+
+
+class SubgroupDef(Strict):
+    """A two-group comparison on one demographic (a ``grouping`` of ttests.csv)."""
+
+    key: Key
+    demographic: str
+    group_a: GroupDef
+    group_b: GroupDef
+    leave_out: list[Answer] = Field(default_factory=list, description="answers that leave a participant out (blank and Prefer not to answer always do)")
+
+
+class RegionsDef(Strict):
+    """Regions of one demographic answer: the built-in US Census map, or the study's own map."""
+
+    demographic: str
+    map: str | dict[Answer, Annotated[str, Field(min_length=1, max_length=limits.REGION_NAME)]]
+
+
+class ComparisonDef(Strict):
+    """The head-to-head comparison: the baseline condition and the treatment condition."""
+
+    baseline: ConditionName
+    treatment: ConditionName
 
 
 class QualityDef(Strict):
@@ -149,57 +216,116 @@ class QualityDef(Strict):
         return self
 
 
+PROLIFIC_COMPLETION_URL = "https://app.prolific.com/submissions/complete?cc={code}"
+# What a panel study uses when the file leaves them out; other modes have no panel.
+PANEL_DEFAULTS = {
+    "completion_url": PROLIFIC_COMPLETION_URL,
+    "id_param": "PROLIFIC_PID",
+    "study_param": "STUDY_ID",
+    "session_param": "SESSION_ID",
+    "id_pattern": r"^[0-9a-f]{24}$",
+}
+PANEL_ONLY = ("completion_code", *PANEL_DEFAULTS)
+
+
 class RecruitmentDef(Strict):
-    completion_code: Annotated[str, Field(min_length=1, max_length=limits.COMPLETION_CODE, pattern=r"^[A-Za-z0-9_\-]+$")]
-    completion_url: str = Field(
-        default="https://app.prolific.com/submissions/complete?cc={code}", max_length=limits.COMPLETION_URL,
-        description="http(s) URL; {code} (the only placeholder) becomes the completion code; empty: no panel to return to",
+    mode: Literal["panel", "open", "invited"] = Field(
+        default="panel",
+        description="panel: a link carrying the panel's id (Prolific by default); "
+                    "open: one anonymous link for anyone, one participant per browser; "
+                    "invited: personal links of named raters only (manage.py rater_links)",
+    )
+    completion_code: Annotated[
+        str, Field(min_length=1, max_length=limits.COMPLETION_CODE, pattern=r"^[A-Za-z0-9_\-]+$")
+    ] | None = Field(default=None, validate_default=True, description="panel studies only (required there)")
+    completion_url: str | None = Field(
+        default=None, validate_default=True, max_length=limits.COMPLETION_URL,
+        description="panel studies only; http(s) URL; {code} (the only placeholder) becomes the completion code; "
+                    "empty: no panel to return to; default Prolific's",
     )
     target_completions: int | None = Field(default=None, gt=0)
-    id_param: Param = "PROLIFIC_PID"
-    study_param: Param = "STUDY_ID"
-    session_param: Param = "SESSION_ID"
-    id_pattern: str = Field(
-        default=r"^[0-9a-f]{24}$", max_length=limits.ID_PATTERN,
-        description="regular expression a panel id must match in full; no backreferences, lookarounds or nested quantifiers",
+    estimated_minutes: int | None = Field(
+        default=None, ge=1, le=24 * 60,
+        description="how long the study takes, as announced to participants; a place is held for twice this",
+    )
+    hold_minutes: int | None = Field(
+        default=None, ge=1, le=30 * 24 * 60,
+        description="how long a participant in progress holds a place; default 2 x estimated_minutes, "
+                    "else quality.duration_max_minutes",
+    )
+    id_param: Param | None = Field(default=None, validate_default=True, description="panel studies only; default PROLIFIC_PID")
+    study_param: Param | None = Field(default=None, validate_default=True, description="panel studies only; default STUDY_ID")
+    session_param: Param | None = Field(default=None, validate_default=True, description="panel studies only; default SESSION_ID")
+    id_pattern: str | None = Field(
+        default=None, validate_default=True, max_length=limits.ID_PATTERN,
+        description="panel studies only; regular expression a panel id must match in full (default ^[0-9a-f]{24}$); "
+                    "no backreferences, lookarounds or nested quantifiers",
     )
 
     @field_validator("id_pattern")
     @classmethod
-    def _regex(cls, value: str) -> str:
-        if problem := id_pattern_problem(value):
+    def _regex(cls, value: str | None) -> str | None:
+        if value is not None and (problem := id_pattern_problem(value)):
             raise ValueError(problem)
         return value
 
     @field_validator("completion_url")
     @classmethod
-    def _url(cls, value: str) -> str:
-        if problem := completion_url_problem(value):
+    def _url(cls, value: str | None) -> str | None:
+        if value is not None and (problem := completion_url_problem(value)):
             raise ValueError(problem)
         return value
 
+    @field_validator(*PANEL_ONLY)
+    @classmethod
+    def _panel_only(cls, value: str | None, info: ValidationInfo) -> str | None:
+        """Panel studies get the defaults of what they leave out; other modes may not set these at all."""
+        mode = info.data.get("mode")
+        if mode == "panel" and value is None:
+            if info.field_name == "completion_code":
+                raise ValueError("a panel study needs the code its finishers are paid on")
+            return PANEL_DEFAULTS[info.field_name]
+        if mode not in (None, "panel") and value is not None:
+            raise ValueError(f"an {mode} study has no panel (no panel ids, completion code or link back); remove it")
+        return value
 
-class StudyDefinition(Strict):
-    slug: Annotated[str, Field(min_length=1, max_length=limits.SLUG, pattern=r"^[a-z0-9]+(?:-[a-z0-9]+)*$")]
-    title: Title
-    description: str = ""
-    demo_content: bool = False
-    consent: NonEmpty
-    instructions: NonEmpty
-    question_text: str = ""
-    ranking: bool = False
-    best_worst: bool = False
-    dimensions: list[DimensionDef] = Field(default_factory=list)
-    systems: list[SystemName] = Field(min_length=1)
-    conditions: list[ConditionName] = Field(min_length=1)
-    reference_conditions: list[str] = Field(default_factory=lambda: ["reference"])
-    scenarios: list[ScenarioDef] = Field(min_length=1)
-    blocks: list[BlockDef] = Field(min_length=1)
-    attention_checks: list[AttentionCheckDef] = Field(default_factory=list)
-    free_text: list[FreeTextDef] = Field(default_factory=list)
-    demographics: list[DemographicDef] = Field(default_factory=lambda: [DemographicDef(**d) for d in DEFAULT_DEMOGRAPHICS])
-    quality: QualityDef = Field(default_factory=QualityDef)
-    recruitment: RecruitmentDef
+
+# "construct" is the definition's word for what is judged; as a field it shadows pydantic's
+# deprecated BaseModel.construct classmethod, which nothing here uses, so that warning is silenced.
+with warnings.catch_warnings():
+    warnings.filterwarnings("ignore", message='Field name "construct"', category=UserWarning)
+
+    class StudyDefinition(Strict):
+        slug: Annotated[str, Field(min_length=1, max_length=limits.SLUG, pattern=r"^[a-z0-9]+(?:-[a-z0-9]+)*$")]
+        title: Title
+        description: str = ""
+        demo_content: bool = False
+        consent: NonEmpty
+        instructions: NonEmpty
+        question_text: str = ""
+        construct: Annotated[str, Field(min_length=1, max_length=limits.CONSTRUCT)] = Field(
+            default="preferred", description='what is judged, as an adjective, e.g. "helpful" or "clear"'
+        )
+        ranking: bool = False
+        best_worst: bool = False
+        letter_labels: bool = Field(
+            default=False, description="show responses as A, B, C ... by display position: the letters are drawn "
+            "at random per participant and block with the order, so they never reveal a source",
+        )
+        dimensions: list[DimensionDef] = Field(default_factory=list)
+        systems: list[SystemName] = Field(min_length=1)
+        conditions: list[ConditionName] = Field(min_length=1)
+        reference_conditions: list[str] = Field(default_factory=list)
+        comparison: ComparisonDef | None = None
+        scenarios: list[ScenarioDef] = Field(min_length=1)
+        blocks: list[BlockDef] = Field(min_length=1)
+        attention_checks: list[AttentionCheckDef] = Field(default_factory=list)
+        free_text: list[FreeTextDef] = Field(default_factory=list)
+        demographics: list[DemographicDef] = Field(default_factory=list)
+        subgroups: list[SubgroupDef] = Field(default_factory=list)
+        regions: RegionsDef | None = None
+        quality: QualityDef = Field(default_factory=QualityDef)
+        recruitment: RecruitmentDef
 
 
 class DefinitionError(Exception):
@@ -269,7 +395,10 @@ def cross_reference_problems(d: StudyDefinition) -> list[str]:
     problems += _check_keys("demographics", [x.key for x in d.demographics])
     problems += _check_blocks(d)
     problems += _check_answer_modes(d)
-    problems += _check_demographic_choices(d)
+    problems += _check_comparison(d)
+    problems += _check_demographics(d)
+    problems += _check_subgroups(d)
+    problems += _check_regions(d)
     return problems
 
 
@@ -322,15 +451,89 @@ def _check_answer_modes(d: StudyDefinition) -> list[str]:
     return problems
 
 
-def _check_demographic_choices(d: StudyDefinition) -> list[str]:
-    """Each choice must fit the column that stores a participant's answer to its question."""
+def _check_comparison(d: StudyDefinition) -> list[str]:
+    if d.comparison is None:
+        return []
+    problems = []
+    for side in ("baseline", "treatment"):
+        name = getattr(d.comparison, side)
+        if name not in d.conditions:
+            problems.append(f'comparison.{side}: unknown condition "{name}"')
+        elif name in d.reference_conditions:
+            problems.append(f'comparison.{side}: "{name}" is a reference condition')
+    if d.comparison.baseline == d.comparison.treatment:
+        problems.append("comparison.treatment: must differ from the baseline")
+    return problems
+
+
+def _check_demographics(d: StudyDefinition) -> list[str]:
     problems = []
     for i, question in enumerate(d.demographics):
-        longest = limits.DEMOGRAPHIC_ANSWER[question.key]
-        for k, choice in enumerate(question.choices):
-            if len(choice) > longest:
-                problems.append(
-                    f"demographics[{i}].choices[{k}]: {len(choice)} characters; an answer to {question.key} "
-                    f"is stored in at most {longest}"
-                )
+        if question.key in RESERVED_PARTICIPANT_COLUMNS:
+            problems.append(f'demographics[{i}].key: "{question.key}" is a column of participants.csv already')
+        offered = question.offered()
+        for word, answer in question.synonyms.items():
+            if answer not in offered:
+                problems.append(f'demographics[{i}].synonyms.{word}: "{answer}" is not an answer of {question.key}')
     return problems
+
+
+def _answer_problems(where: str, answers: list[str], question: DemographicDef) -> list[str]:
+    if question.type not in ("choice", "us_state"):
+        return [f"{where}: {question.key} is a {question.type} question; it has no answers to list"]
+    offered = set(question.offered())
+    return [f'{where}[{k}]: "{answer}" is not an answer of {question.key}'
+            for k, answer in enumerate(answers) if answer not in offered]
+
+
+def _check_group(where: str, group: GroupDef, question: DemographicDef) -> list[str]:
+    if group.answers:
+        return _answer_problems(f"{where}.answers", group.answers, question)
+    if group.rest:
+        return []
+    if question.type != "number":
+        return [f"{where}: at_least/below need a number question; {question.key} is a {question.type} question"]
+    return []
+
+
+def _check_subgroups(d: StudyDefinition) -> list[str]:
+    problems = _check_keys("subgroups", [g.key for g in d.subgroups])
+    questions = {q.key: q for q in d.demographics}
+    for i, subgroup in enumerate(d.subgroups):
+        where = f"subgroups[{i}]"
+        question = questions.get(subgroup.demographic)
+        if question is None:
+            problems.append(f'{where}.demographic: unknown demographic "{subgroup.demographic}"')
+            continue
+        problems += _check_group(f"{where}.group_a", subgroup.group_a, question)
+        problems += _check_group(f"{where}.group_b", subgroup.group_b, question)
+        if subgroup.group_a.rest and subgroup.group_b.rest:
+            problems.append(f"{where}.group_b.rest: only one group can take the rest")
+        if subgroup.group_a.label == subgroup.group_b.label:
+            problems.append(f"{where}.group_b.label: must differ from group_a's")
+        if subgroup.leave_out:
+            problems += _answer_problems(f"{where}.leave_out", subgroup.leave_out, question)
+    return problems
+
+
+def _check_regions(d: StudyDefinition) -> list[str]:
+    if d.regions is None:
+        return []
+    question = next((q for q in d.demographics if q.key == d.regions.demographic), None)
+    if question is None:
+        return [f'regions.demographic: unknown demographic "{d.regions.demographic}"']
+    region_map = d.regions.map
+    if isinstance(region_map, str):
+        if region_map not in BUILT_IN_REGION_MAPS:
+            return [f'regions.map: unknown built-in map "{region_map}"; use one of {", ".join(BUILT_IN_REGION_MAPS)} '
+                    "or give the study's own map (answer -> region)"]
+        if question.type != "us_state":
+            return [f"regions.map: us_census needs a us_state question; {question.key} is a {question.type} question"]
+        return []
+    if not region_map:
+        return ["regions.map: the map is empty"]
+    if question.type not in ("choice", "us_state"):
+        return [f"regions.map: {question.key} is a {question.type} question; regions need a choice question"]
+    offered = set(question.offered())
+    return [f'regions.map.{answer}: "{answer}" is not an answer of {question.key}'
+            for answer in region_map if answer not in offered]

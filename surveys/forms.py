@@ -14,27 +14,13 @@ from dataclasses import dataclass, field
 
 from django import forms
 
-from .definition import PREFER_NOT
+from . import demographics
 from .models import DemographicQuestion, Dimension, FreeTextQuestion
 from .selectors import VisitPage
 from .services import PageAnswers
 
 TAMPER_MESSAGE = "Some answers do not belong to this page. Please reload the page and answer again."
 _PER_RESPONSE_FIELD = re.compile(r"^(rate|rank)-(\d+)(?:-(.+))?$")
-
-US_STATE_NAMES = {
-    "AL": "Alabama", "AK": "Alaska", "AZ": "Arizona", "AR": "Arkansas", "CA": "California", "CO": "Colorado",
-    "CT": "Connecticut", "DE": "Delaware", "DC": "District of Columbia", "FL": "Florida", "GA": "Georgia",
-    "HI": "Hawaii", "ID": "Idaho", "IL": "Illinois", "IN": "Indiana", "IA": "Iowa", "KS": "Kansas",
-    "KY": "Kentucky", "LA": "Louisiana", "ME": "Maine", "MD": "Maryland", "MA": "Massachusetts", "MI": "Michigan",
-    "MN": "Minnesota", "MS": "Mississippi", "MO": "Missouri", "MT": "Montana", "NE": "Nebraska", "NV": "Nevada",
-    "NH": "New Hampshire", "NJ": "New Jersey", "NM": "New Mexico", "NY": "New York", "NC": "North Carolina",
-    "ND": "North Dakota", "OH": "Ohio", "OK": "Oklahoma", "OR": "Oregon", "PA": "Pennsylvania",
-    "RI": "Rhode Island", "SC": "South Carolina", "SD": "South Dakota", "TN": "Tennessee", "TX": "Texas",
-    "UT": "Utah", "VT": "Vermont", "VA": "Virginia", "WA": "Washington", "WV": "West Virginia",
-    "WI": "Wisconsin", "WY": "Wyoming",
-}
-
 
 @dataclass
 class Option:
@@ -55,6 +41,18 @@ class Control:
     value: str = ""
     max_length: int | None = None
     required: bool = False
+    kind: str = ""  # demographic questions: choice, number, us_state or text
+    minimum: float | None = None
+    maximum: float | None = None
+    whole_numbers: bool = True
+
+    @property
+    def step(self) -> str:
+        return "1" if self.whole_numbers else "any"
+
+    @property
+    def input_mode(self) -> str:
+        return "numeric" if self.whole_numbers else "decimal"
 
     @property
     def input_id(self) -> str:
@@ -85,6 +83,12 @@ def scale_label(dimension: Dimension, point: int) -> str:
     return f"{point} ({words})" if words else str(point)
 
 
+def entered_value(form: forms.Form, name: str) -> str:
+    """What a control shows: the posted value of a bound form; otherwise the ``initial`` one, which
+    is the participant's draft of the page (``surveys.drafts``), if any."""
+    return str((form.data if form.is_bound else form.initial).get(name, ""))
+
+
 def _radio_options(name: str, values: list[tuple[str, str]], chosen: str) -> list[Option]:
     return [Option(value=v, label=label, input_id=f"id-{name}-{v}", selected=v == chosen) for v, label in values]
 
@@ -92,9 +96,14 @@ def _radio_options(name: str, values: list[tuple[str, str]], chosen: str) -> lis
 class PageForm(forms.Form):
     """The answers of one block or attention-check page."""
 
-    def __init__(self, data=None, *, page: VisitPage, ranking: bool, best_worst: bool):
-        super().__init__(data)
+    def __init__(
+        self, data=None, *, page: VisitPage, ranking: bool, best_worst: bool, construct: str = "preferred",
+        letter_labels: bool = False, initial: dict[str, str] | None = None,
+    ):
+        super().__init__(data, initial=initial)
         self.page = page
+        self.letter_labels = letter_labels
+        self.construct = construct  # the study's word for what is judged: "the most <construct> response"
         self.ranking = ranking and not page.is_check
         self.best_worst = best_worst and not page.is_check
         self.numbers = {p.pk: p.position for p in page.placements}
@@ -146,8 +155,8 @@ class PageForm(forms.Form):
                     choices=choices,
                     coerce=int,
                     error_messages={
-                        "required": f"Please choose the {word} empathetic response.",
-                        "invalid_choice": f"Please choose the {word} empathetic response from this page.",
+                        "required": f"Please choose the {word} {self.construct} response.",
+                        "invalid_choice": f"Please choose the {word} {self.construct} response from this page.",
                     },
                 )
         for question in self.page.free_text_questions:
@@ -170,7 +179,7 @@ class PageForm(forms.Form):
         if self.ranking:
             self._check_ranks_distinct(cleaned)
         if self.best_worst and cleaned.get("most") is not None and cleaned.get("most") == cleaned.get("least"):
-            self.add_error("least", "The least empathetic response must differ from the most empathetic one.")
+            self.add_error("least", f"The least {self.construct} response must differ from the most {self.construct} one.")
         return cleaned
 
     def _has_foreign_fields(self) -> bool:
@@ -217,7 +226,7 @@ class PageForm(forms.Form):
     # --- what the template renders ---------------------------------------------------
 
     def _value(self, name: str) -> str:
-        return str(self.data.get(name, "")) if self.is_bound else ""
+        return entered_value(self, name)
 
     def _error(self, name: str) -> str:
         return " ".join(self.errors.get(name, [])) if self.is_bound else ""
@@ -232,7 +241,7 @@ class PageForm(forms.Form):
                     number=number,
                     placement_id=placement.pk,
                     text=placement.item.text,
-                    source_label=placement.item.source_label,
+                    source_label=letter_label(placement.position) if self.letter_labels else placement.item.source_label,
                     ratings=ratings,
                     rank=self._rank_control(placement.pk, number) if self.ranking else None,
                 )
@@ -267,7 +276,7 @@ class PageForm(forms.Form):
             controls.append(
                 Control(
                     name=name,
-                    label=f"{word} empathetic response",
+                    label=f"{word} {self.construct} response",
                     options=_radio_options(name, values, self._value(name)),
                     error=self._error(name),
                 )
@@ -321,19 +330,36 @@ class PageForm(forms.Form):
         return [(anchor, message) for message, anchor in listed.items()]
 
 
-class DemographicsForm(forms.Form):
-    """Every question is optional, and every question offers "Prefer not to answer"."""
+class DemographicAnswerField(forms.CharField):
+    """The answer to one demographic question: checked by the question's rules, cleaned to its stored form."""
 
-    def __init__(self, data=None, *, questions: list[DemographicQuestion], end_questions: list[FreeTextQuestion]):
-        super().__init__(data)
+    def __init__(self, question: DemographicQuestion):
+        super().__init__(required=False, strip=True)
+        self.question = question
+
+    def clean(self, value) -> str:
+        value = super().clean(value)
+        if problem := demographics.answer_problem(self.question, value):
+            raise forms.ValidationError(problem, code="invalid")
+        return demographics.stored_answer(self.question, value)
+
+
+class DemographicsForm(forms.Form):
+    """Every question is optional, and every question accepts "Prefer not to answer".
+
+    Listed questions (choice, US state) are selects; number and short-text
+    questions are typed. The rules live in ``surveys.demographics``.
+    """
+
+    def __init__(
+        self, data=None, *, questions: list[DemographicQuestion], end_questions: list[FreeTextQuestion],
+        initial: dict[str, str] | None = None,
+    ):
+        super().__init__(data, initial=initial)
         self.questions = questions
         self.end_questions = end_questions
         for question in questions:
-            self.fields[question.key] = forms.ChoiceField(
-                choices=[("", "")] + demographic_choices(question),
-                required=False,
-                error_messages={"invalid_choice": "Please choose one of the listed answers."},
-            )
+            self.fields[question.key] = DemographicAnswerField(question)
         for question in end_questions:
             self.fields[f"text-{question.key}"] = forms.CharField(
                 max_length=question.max_length,
@@ -348,15 +374,24 @@ class DemographicsForm(forms.Form):
     def controls(self) -> list[Control]:
         out = []
         for question in self.questions:
-            chosen = str(self.data.get(question.key, "")) if self.is_bound else ""
-            options = [Option("", "Choose an answer", selected=chosen == "")] + [
-                Option(value, label, selected=chosen == value) for value, label in demographic_choices(question)
-            ]
+            chosen = entered_value(self, question.key)
+            options = []
+            if demographics.offers_list(question):
+                options = [Option("", "Choose an answer", selected=chosen == "")] + [
+                    Option(value, label, selected=chosen == value)
+                    for value, label in demographics.offered_answers(question)
+                ]
             out.append(
                 Control(
                     name=question.key,
                     label=question.prompt,
                     options=options,
+                    value=chosen,
+                    max_length=question.max_length if question.kind == DemographicQuestion.Kind.TEXT else None,
+                    kind=question.kind,
+                    minimum=question.min_value,
+                    maximum=question.max_value,
+                    whole_numbers=question.integer,
                     error=" ".join(self.errors.get(question.key, [])) if self.is_bound else "",
                 )
             )
@@ -367,7 +402,7 @@ class DemographicsForm(forms.Form):
             Control(
                 name=f"text-{q.key}",
                 label=q.prompt,
-                value=str(self.data.get(f"text-{q.key}", "")) if self.is_bound else "",
+                value=entered_value(self, f"text-{q.key}"),
                 error=" ".join(self.errors.get(f"text-{q.key}", [])) if self.is_bound else "",
                 max_length=q.max_length,
                 required=q.required,
@@ -387,11 +422,10 @@ class DemographicsForm(forms.Form):
         return {q.pk: self.cleaned_data.get(f"text-{q.key}", "") for q in self.end_questions}
 
 
-def demographic_choices(question: DemographicQuestion) -> list[tuple[str, str]]:
-    values = list(question.choices)
-    if PREFER_NOT not in values:
-        values.append(PREFER_NOT)
-    if question.key == "state":
-        return [(v, US_STATE_NAMES.get(v, v)) for v in values]
-    return [(v, v) for v in values]
-
+def letter_label(position: int) -> str:
+    """A, B, ..., Z, AA, AB ... for display positions 1, 2, ..."""
+    label = ""
+    while position > 0:
+        position, remainder = divmod(position - 1, 26)
+        label = chr(ord("A") + remainder) + label
+    return label

@@ -27,16 +27,10 @@ COMPLETION_CODE = 64
 COMPLETION_URL = 500
 EXTERNAL_ID = 128  # a panel id, in links and in imported files
 PANEL_VALUE = 128  # the panel's study and session ids
+RATER_NAME = 100  # an invited rater's name, as the researcher wrote it
 
-# The participant's answer to each demographic question is stored in a column of
-# its own, so every choice a definition offers must fit that column.
-DEMOGRAPHIC_ANSWER = {
-    "age": 40,
-    "sex": 60,
-    "gender": 60,
-    "race": 120,
-    "hispanic": 60,
-    "education": 120,
-    "employment": 120,
-    "state": 60,
-}
+DEMOGRAPHIC_CHOICE = 300  # one answer a demographic question offers
+DEMOGRAPHIC_TEXT = 2000  # the longest a short-text demographic answer may be
+GROUP_LABEL = 100  # a subgroup's label (ttests.csv group_a / group_b)
+REGION_NAME = 100
+CONSTRUCT = 60  # the construct judged, e.g. "helpful"

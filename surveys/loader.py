@@ -15,7 +15,7 @@ from django.db import transaction
 from django.db.models import F
 from pydantic import ValidationError
 
-from .definition import StudyDefinition
+from .definition import PANEL_ONLY, RecruitmentDef, StudyDefinition
 from .models import (
     AttentionCheck,
     Block,
@@ -45,6 +45,7 @@ class LoadResult:
 PARTICIPANT_FACING = {
     "consent", "instructions", "question_text", "ranking", "best_worst", "dimensions", "systems",
     "conditions", "reference_conditions", "scenarios", "blocks", "attention_checks", "free_text", "demographics",
+    "construct", "letter_labels",
 }
 
 
@@ -87,12 +88,21 @@ def _study_fields(d: StudyDefinition) -> dict[str, Any]:
         "consent_text": d.consent,
         "instructions_text": d.instructions,
         "question_text": d.question_text,
+        "construct": d.construct,
         "ranking_enabled": d.ranking,
         "best_worst_enabled": d.best_worst,
-        **d.recruitment.model_dump(),
+        "letter_labels": d.letter_labels,
+        **_recruitment_fields(d.recruitment),
         **d.quality.model_dump(),
         "definition": d.model_dump(mode="json"),
     }
+
+
+def _recruitment_fields(r: RecruitmentDef) -> dict[str, Any]:
+    fields = r.model_dump(exclude={"mode"})
+    for name in PANEL_ONLY:  # empty, not null, in the columns of studies without a panel
+        fields[name] = fields[name] or ""
+    return {**fields, "recruitment_mode": r.mode}
 
 
 @transaction.atomic
@@ -109,6 +119,12 @@ def study_load(*, definition: StudyDefinition) -> LoadResult:
             raise StudyLocked(
                 f'study "{study.slug}" already has participants, so what they saw cannot change '
                 f"(changed: {listed}). Load it under a new slug instead."
+            )
+        if has_participants and study.recruitment_mode != definition.recruitment.mode:
+            # Those in progress could no longer come back through the link they have.
+            raise StudyLocked(
+                f'study "{study.slug}" already has participants, so its recruitment.mode cannot change '
+                f"from {study.recruitment_mode} to {definition.recruitment.mode}. Load it under a new slug instead."
             )
     else:
         changed = ["(new study)"]
@@ -202,5 +218,9 @@ def _write_content(study: Study, d: StudyDefinition) -> None:
         DemographicQuestion,
         study,
         "key",
-        {q.key: {"prompt": q.prompt, "choices": q.choices, "order": i} for i, q in enumerate(d.demographics)},
+        {
+            q.key: {"prompt": q.prompt, "kind": q.type, "choices": q.choices, "min_value": q.min, "max_value": q.max,
+                    "integer": q.integer, "max_length": q.max_length, "synonyms": q.synonyms, "order": i}
+            for i, q in enumerate(d.demographics)
+        },
     )

@@ -22,6 +22,11 @@ def new_pseudonym_key() -> str:
 
 
 class Study(models.Model):
+    class RecruitmentMode(models.TextChoices):
+        PANEL = "panel", "Panel link with the panel's id"
+        OPEN = "open", "Open anonymous link"
+        INVITED = "invited", "Invited raters' personal links"
+
     slug = models.SlugField(max_length=limits.SLUG, unique=True)
     title = models.CharField(max_length=limits.TITLE)
     description = models.TextField(blank=True)
@@ -29,12 +34,16 @@ class Study(models.Model):
     consent_text = models.TextField()
     instructions_text = models.TextField()
     question_text = models.TextField(blank=True)
+    construct = models.CharField(max_length=limits.CONSTRUCT, default="preferred",
+                                 help_text='what participants judge, as an adjective ("helpful", "clear")')
     ranking_enabled = models.BooleanField(default=False)
     best_worst_enabled = models.BooleanField(default=False)
+    letter_labels = models.BooleanField(default=False, help_text="responses shown as A, B, C ... by display position")
     is_open = models.BooleanField(default=True)
     owners = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="owned_studies")
 
-    # Recruitment: which URL parameters carry the panel's identifiers.
+    recruitment_mode = models.CharField(max_length=10, choices=RecruitmentMode.choices, default=RecruitmentMode.PANEL)
+    # Recruitment: which URL parameters carry the panel's identifiers (empty outside panel studies).
     id_param = models.CharField(max_length=limits.PANEL_PARAM, default="PROLIFIC_PID")
     study_param = models.CharField(max_length=limits.PANEL_PARAM, default="STUDY_ID")
     session_param = models.CharField(max_length=limits.PANEL_PARAM, default="SESSION_ID")
@@ -44,6 +53,9 @@ class Study(models.Model):
         max_length=limits.COMPLETION_URL, default="https://app.prolific.com/submissions/complete?cc={code}"
     )
     target_completions = models.PositiveIntegerField(null=True, blank=True)
+    # Held places (surveys.places): how long a participant in progress keeps a place.
+    estimated_minutes = models.PositiveIntegerField(null=True, blank=True)
+    hold_minutes = models.PositiveIntegerField(null=True, blank=True)
 
     # Quality rules (DESIGN 3.2); a run copies the values it used.
     duration_min_minutes = models.FloatField(default=10)
@@ -72,10 +84,19 @@ class Study(models.Model):
             models.CheckConstraint(condition=Q(fast_block_seconds__gte=0), name="study_fast_seconds_nonnegative"),
             models.CheckConstraint(condition=Q(straightline_sd_max__gte=0), name="study_sd_threshold_nonnegative"),
             models.CheckConstraint(condition=Q(straightline_mae_min__gte=0), name="study_mae_threshold_nonnegative"),
-            models.CheckConstraint(condition=~Q(completion_code=""), name="study_completion_code_set"),
+            models.CheckConstraint(condition=Q(recruitment_mode__in=["panel", "open", "invited"]), name="study_recruitment_mode_known"),
+            # Panel finishers are paid on the code; open studies show none.
+            models.CheckConstraint(
+                condition=~Q(recruitment_mode="panel") | ~Q(completion_code=""), name="study_panel_has_completion_code"
+            ),
             models.CheckConstraint(
                 condition=Q(target_completions__isnull=True) | Q(target_completions__gt=0),
                 name="study_target_positive",
+            ),
+            models.CheckConstraint(
+                condition=(Q(estimated_minutes__isnull=True) | Q(estimated_minutes__gt=0))
+                & (Q(hold_minutes__isnull=True) | Q(hold_minutes__gt=0)),
+                name="study_hold_times_positive",
             ),
         ]
 
@@ -235,21 +256,37 @@ class FreeTextQuestion(models.Model):
         ]
 
 
-DEMOGRAPHIC_FIELDS = ("age", "sex", "gender", "race", "hispanic", "education", "employment", "state")
-
-
 class DemographicQuestion(models.Model):
+    """One demographic question of a study (its key is the answer's column in participants.csv)."""
+
+    class Kind(models.TextChoices):
+        CHOICE = "choice", "Choice"
+        NUMBER = "number", "Number"
+        US_STATE = "us_state", "US state"
+        TEXT = "text", "Short text"
+
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="demographic_questions")
-    key = models.CharField(max_length=limits.DEMOGRAPHIC_KEY, choices=[(f, f) for f in DEMOGRAPHIC_FIELDS])
+    key = models.CharField(max_length=limits.DEMOGRAPHIC_KEY)
     prompt = models.CharField(max_length=limits.DEMOGRAPHIC_PROMPT)
+    kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.CHOICE)
     choices = models.JSONField(default=list)
+    min_value = models.FloatField(null=True, blank=True)
+    max_value = models.FloatField(null=True, blank=True)
+    integer = models.BooleanField(default=True)
+    max_length = models.PositiveIntegerField(default=200)
+    synonyms = models.JSONField(default=dict, blank=True)
     order = models.PositiveSmallIntegerField(default=0)
 
     class Meta:
         ordering = ["order", "id"]
         constraints = [
             models.UniqueConstraint(fields=["study", "key"], name="demographic_unique_key"),
-            models.CheckConstraint(condition=Q(key__in=DEMOGRAPHIC_FIELDS), name="demographic_known_field"),
+            models.CheckConstraint(condition=Q(kind__in=("choice", "number", "us_state", "text")),
+                                   name="demographic_known_kind"),
+            models.CheckConstraint(
+                condition=~Q(kind="number") | (Q(min_value__isnull=False) & Q(max_value__gt=F("min_value"))),
+                name="demographic_number_has_range",
+            ),
         ]
 
 
@@ -282,15 +319,13 @@ class Participant(models.Model):
     blocks_assigned = models.PositiveIntegerField(default=0)
     demographics_done = models.BooleanField(default=False)
     completion_code = models.CharField(max_length=limits.COMPLETION_CODE, blank=True)
+    # While in progress, the participant holds a place until then (surveys.places); empty: holds none
+    # (previews, imports).
+    hold_expires_at = models.DateTimeField(null=True, blank=True)
 
-    age = models.CharField(max_length=limits.DEMOGRAPHIC_ANSWER["age"], blank=True)
-    sex = models.CharField(max_length=limits.DEMOGRAPHIC_ANSWER["sex"], blank=True)
-    gender = models.CharField(max_length=limits.DEMOGRAPHIC_ANSWER["gender"], blank=True)
-    race = models.CharField(max_length=limits.DEMOGRAPHIC_ANSWER["race"], blank=True)
-    hispanic = models.CharField(max_length=limits.DEMOGRAPHIC_ANSWER["hispanic"], blank=True)
-    education = models.CharField(max_length=limits.DEMOGRAPHIC_ANSWER["education"], blank=True)
-    employment = models.CharField(max_length=limits.DEMOGRAPHIC_ANSWER["employment"], blank=True)
-    state = models.CharField(max_length=limits.DEMOGRAPHIC_ANSWER["state"], blank=True)
+    # Answers to the study's demographic questions, by question key (each a string;
+    # "" or absent: not answered). Any key a definition declares fits without a migration.
+    demographics = models.JSONField(default=dict, blank=True)
     # Imported studies carry only the outcome of their checks.
     imported_attention_passed = models.BooleanField(null=True, blank=True)
 
@@ -302,9 +337,9 @@ class Participant(models.Model):
                 condition=Q(finished_at__isnull=True) | Q(started_at__isnull=True) | Q(finished_at__gte=F("started_at")),
                 name="participant_finish_after_start",
             ),
+            # The code a finisher is given is the study's: none outside panel studies (Study's constraint).
             models.CheckConstraint(
-                condition=~Q(status="completed") | (Q(finished_at__isnull=False) & ~Q(completion_code="")),
-                name="participant_completed_has_code",
+                condition=~Q(status="completed") | Q(finished_at__isnull=False), name="participant_completed_has_finish"
             ),
             models.CheckConstraint(condition=~Q(external_id=""), name="participant_external_id_set"),
         ]
@@ -312,6 +347,34 @@ class Participant(models.Model):
 
     def __str__(self) -> str:
         return self.pseudonym
+
+
+class RaterLink(models.Model):
+    """An invited rater's personal link (surveys.rater_links). Only a hash of its token is
+    stored; the rater takes part as the participant whose external id is ``external_id``."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="rater_links")
+    name = models.CharField(max_length=limits.RATER_NAME)
+    token_hash = models.CharField(max_length=64, unique=True)
+    external_id = models.CharField(max_length=limits.EXTERNAL_ID)
+    created_at = models.DateTimeField(auto_now_add=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["study", "created_at", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["study", "external_id"], name="rater_link_unique_external_id"),
+            # A name stands for one rater at a time: a second link for "Ann" would be ambiguous
+            # on the researchers' page (revoke the old one first).
+            models.UniqueConstraint(fields=["study", "name"], condition=Q(revoked_at__isnull=True),
+                                    name="rater_link_unique_active_name"),
+            models.CheckConstraint(condition=~Q(name=""), name="rater_link_name_set"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
 
 
 class ConsentDecline(models.Model):
@@ -436,5 +499,34 @@ class FreeTextAnswer(models.Model):
                 fields=["participant", "question", "visit"],
                 condition=Q(visit__isnull=False),
                 name="free_text_answer_once_per_visit",
+            ),
+        ]
+
+
+class Draft(models.Model):
+    """What a participant has entered on their current page but not yet submitted.
+
+    Kept so that a reload, a return through the study link or another device
+    finds the page as it was left. A draft is never an answer: nothing that reads
+    answers (frames, exports, quality rules, progress, completion) reads this
+    table, and submitting the page deletes it. ``fields`` maps the page's form
+    field names to the values entered, as the page would post them.
+    """
+
+    participant = models.ForeignKey(Participant, on_delete=models.CASCADE, related_name="drafts")
+    # The block or check page; empty for the final questions (about the person, end of study).
+    # The unique constraint's index serves lookups and cascades.
+    visit = models.ForeignKey(
+        BlockVisit, on_delete=models.CASCADE, null=True, blank=True, related_name="drafts", db_index=False
+    )
+    fields = models.JSONField(default=dict)
+    saved_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            # One draft per page: the latest state of the page replaces the one before.
+            models.UniqueConstraint(fields=["visit"], name="draft_once_per_visit"),
+            models.UniqueConstraint(
+                fields=["participant"], condition=Q(visit__isnull=True), name="draft_once_for_final_questions"
             ),
         ]

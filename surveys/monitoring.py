@@ -12,12 +12,17 @@ from django.db.models.functions import TruncHour
 
 from . import clock
 from .models import BlockVisit, ConsentDecline, ItemPlacement, Participant, Study, TurnAway
+from .places import live_hold
 
 IDLE_AFTER = timedelta(minutes=15)
 
 
 def study_funnel(study: Study) -> dict[str, Any]:
+    now = clock.now()
     counts = Participant.objects.filter(study=study, is_preview=False).aggregate(
+        holding=Count("id", filter=live_hold(now)),
+        # Still in progress after their hold lapsed: their place may go to a newcomer.
+        time_up=Count("id", filter=Q(status=Participant.Status.IN_PROGRESS, hold_expires_at__lte=now)),
         consented=Count("id"),
         in_progress=Count("id", filter=Q(status=Participant.Status.IN_PROGRESS)),
         completed=Count("id", filter=Q(status=Participant.Status.COMPLETED)),
@@ -25,15 +30,17 @@ def study_funnel(study: Study) -> dict[str, Any]:
         idle=Count(
             "id",
             filter=Q(status=Participant.Status.IN_PROGRESS)
-            & (Q(last_seen_at__lt=clock.now() - IDLE_AFTER) | Q(last_seen_at__isnull=True, started_at__lt=clock.now() - IDLE_AFTER)),
+            & (Q(last_seen_at__lt=now - IDLE_AFTER) | Q(last_seen_at__isnull=True, started_at__lt=now - IDLE_AFTER)),
         ),
     )
     declined = ConsentDecline.objects.filter(study=study).aggregate(n=Sum("count"))["n"] or 0
     turned_away = TurnAway.objects.filter(study=study).aggregate(n=Sum("count"))["n"] or 0
     # People who entered but left before consenting leave no trace by design.
     entered = counts["consented"] + declined + turned_away
+    target = study.target_completions
+    places_left = None if target is None else max(target - counts["completed"] - counts["holding"], 0)
     return {**counts, "declined": declined, "turned_away": turned_away, "entered": entered,
-            "target": study.target_completions}
+            "target": target, "places_left": places_left}
 
 
 def completions_by_hour(study: Study) -> list[dict[str, Any]]:

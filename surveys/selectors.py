@@ -15,6 +15,7 @@ from .models import (
     BlockVisit,
     DemographicQuestion,
     Dimension,
+    Draft,
     FreeTextQuestion,
     ItemPlacement,
     Participant,
@@ -89,14 +90,6 @@ def participant_get(*, participant_id: int, slug: str) -> Participant | None:
     return Participant.objects.select_related("study").filter(pk=participant_id, study__slug=slug).first()
 
 
-def study_completed_count(*, study: Study) -> int:
-    return Participant.objects.filter(study=study, is_preview=False, status=Participant.Status.COMPLETED).count()
-
-
-def study_is_full(*, study: Study) -> bool:
-    return study.target_completions is not None and study_completed_count(study=study) >= study.target_completions
-
-
 def participant_state(*, participant: Participant) -> ParticipantState:
     visits = [
         VisitSummary(id=row[0], sequence=row[1], is_block=row[2] is not None, submitted=row[3] is not None,
@@ -153,3 +146,10 @@ def demographic_questions(*, study: Study) -> list[DemographicQuestion]:
 
 def end_of_study_questions(*, study: Study) -> list[FreeTextQuestion]:
     return list(FreeTextQuestion.objects.filter(study=study, per_block=False))
+
+
+def draft_fields(*, participant_id: int, visit_id: int | None) -> dict[str, str]:
+    """What the participant had entered on a page without submitting it (``visit_id`` None: the final
+    questions), field name -> value; empty when nothing was kept."""
+    drafts = Draft.objects.filter(participant_id=participant_id, visit_id=visit_id)
+    return drafts.values_list("fields", flat=True).first() or {}

@@ -35,9 +35,9 @@ class ParticipantSerializer(serializers.ModelSerializer):
     class Meta:
         model = Participant
         fields = [
-            "participant_id", "status", "source", "started_at", "finished_at", "age", "sex", "gender", "race",
-            "hispanic", "education", "employment", "state",
+            "participant_id", "status", "source", "started_at", "finished_at", "demographics",
         ]
+        extra_kwargs = {"demographics": {"help_text": "answers to the study's demographic questions, by question key"}}
 
 
 class RatingRowSerializer(serializers.Serializer):

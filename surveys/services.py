@@ -18,7 +18,7 @@ from enum import Enum
 from django.db import IntegrityError, transaction
 from django.db.models import Count, F
 
-from . import clock, limits
+from . import clock, demographics, drafts, limits
 from .models import (
     AttentionCheck,
     Block,
@@ -35,16 +35,9 @@ from .models import (
     Study,
     TurnAway,
 )
+# StudyClosed and StudyFull are raised by participant_enroll; they live with the places they guard.
+from .places import StudyClosed, StudyFull, hold_limit, place_confirm, study_is_full  # noqa: F401
 from .pseudonyms import pseudonym_for
-from .selectors import study_is_full
-
-
-class StudyClosed(Exception):
-    """The study does not accept new participants."""
-
-
-class StudyFull(Exception):
-    """The study has reached its target number of completions."""
 
 
 class AnswersRejected(ValueError):
@@ -99,15 +92,17 @@ def participant_enroll(
     is_preview: bool = False,
     seed: int | None = None,
 ) -> Participant:
-    """Create the participant on consent and draw its whole sequence once.
+    """Create the participant on consent, draw its whole sequence once, and hold a place for it.
 
     Returns the existing participant when this external id already enrolled
     (a second tab, or a retried POST), so orders are never drawn twice.
+    Raises ``StudyClosed`` or ``StudyFull`` (surveys.places) and writes nothing then.
     """
     existing = Participant.objects.filter(study=study, external_id=external_id).first()
     if existing is not None:
         return existing
     if not is_preview:
+        # Quick checks first, so a full study draws no sequence only to throw it away.
         if not study.is_open:
             raise StudyClosed(study.slug)
         if study_is_full(study=study):
@@ -127,8 +122,11 @@ def participant_enroll(
                 consented_at=now,
                 started_at=now,
                 last_seen_at=now,
+                hold_expires_at=None if is_preview else now + hold_limit(study),
             )
             _assign_sequence(participant, random.Random(seed))
+            if not is_preview:
+                place_confirm(participant=participant)
     except IntegrityError:
         # The same person consented in two tabs at once: the other request won.
         return Participant.objects.get(study=study, external_id=external_id)
@@ -247,6 +245,7 @@ def block_answer_submit(*, participant_id: int, visit_id: int, answers: PageAnsw
     else:
         _save_block(participant, visit, answers)
     BlockVisit.objects.filter(pk=visit.pk).update(submitted_at=now, shown_at=visit.shown_at or now)
+    drafts.draft_discard(participant_id=participant.pk, visit_id=visit.pk)
     Participant.objects.filter(pk=participant.pk).update(last_seen_at=now)
     return SubmitOutcome.SAVED
 
@@ -310,15 +309,24 @@ def _check_fits(participant, visit, placements, dimensions, answers: PageAnswers
 def participant_demographics_submit(
     *, participant_id: int, answers: dict[str, str], free_text: dict[int, str] | None = None
 ) -> None:
-    """Save the (all optional) answers about the person and end-of-study texts."""
+    """Save the (all optional) answers about the person and end-of-study texts.
+
+    Raises ``AnswersRejected`` (nothing saved) for an answer its question does not accept.
+    """
     with transaction.atomic():
         participant = Participant.objects.select_for_update().get(pk=participant_id)
         if participant.status != Participant.Status.IN_PROGRESS or participant.demographics_done:
             return
-        known = set(DemographicQuestion.objects.filter(study_id=participant.study_id).values_list("key", flat=True))
+        questions = {q.key: q for q in DemographicQuestion.objects.filter(study_id=participant.study_id)}
+        stored = {}
         for key, value in answers.items():
-            if key in known:
-                setattr(participant, key, value)
+            question = questions.get(key)
+            if question is None or not value:
+                continue
+            if problem := demographics.answer_problem(question, value):
+                raise AnswersRejected(f"{key}: {problem}")
+            stored[key] = demographics.stored_answer(question, value)
+        participant.demographics = stored
         participant.demographics_done = True
         participant.last_seen_at = clock.now()
         participant.save()
@@ -327,6 +335,7 @@ def participant_demographics_submit(
             for qid, text in (free_text or {}).items()
             if text
         )
+        drafts.draft_discard(participant_id=participant.pk, visit_id=None)
 
 
 class NotFinished(Exception):
@@ -352,7 +361,9 @@ def participant_complete(*, participant_id: int) -> Participant:
 
 
 def participant_exit(*, participant_id: int) -> None:
-    """Leaving early: the answers so far stay, finished_at stays empty."""
-    Participant.objects.filter(pk=participant_id, status=Participant.Status.IN_PROGRESS).update(
-        status=Participant.Status.EXITED, last_seen_at=clock.now()
-    )
+    """Leaving early: the answers so far stay, finished_at stays empty; drafts go (never submitted)."""
+    with transaction.atomic():
+        Participant.objects.filter(pk=participant_id, status=Participant.Status.IN_PROGRESS).update(
+            status=Participant.Status.EXITED, last_seen_at=clock.now()
+        )
+        drafts.drafts_discard_all(participant_id=participant_id)

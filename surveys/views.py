@@ -5,6 +5,10 @@ into the session and the browser is redirected at once to a clean URL, so the
 identifier never sits in the address bar, the history, a Referer or a log.
 Every later request identifies the participant by the session only. Each step
 has its own URL; asking for any other step than the current one redirects there.
+The same holds for the other recruitment modes: an open link's participant is
+drawn by the server and remembered by a cookie (``open_links``), an invited
+rater's token is in their link (``rater_links``). Places are held while people
+are in progress (``places``).
 """
 
 from __future__ import annotations
@@ -17,12 +21,13 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.contrib.auth.views import redirect_to_login
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_POST
 
-from . import clock, limits, recruitment, selectors, services
+from . import clock, drafts, limits, open_links, places, rater_links, recruitment, selectors, services
 from .forms import TAMPER_MESSAGE, DemographicsForm, PageForm
 from .models import Participant, Study
 from .selectors import ParticipantState, Step
@@ -84,6 +89,13 @@ def _load_flow(request: HttpRequest, slug: str) -> Flow | HttpResponse:
     entry = request.session.get(_session_key(slug))
     if not entry:
         return render(request, "surveys/session_expired.html", {"slug": slug}, status=200)
+    if entry.get("rater_link_id") and not rater_links.rater_link_is_active(link_id=entry["rater_link_id"]):
+        # The researchers revoked the link this session came in by.
+        request.session.pop(_session_key(slug), None)
+        study = selectors.study_get(slug=slug)
+        if study is None:
+            raise Http404("No such study")
+        return _rater_link_refused(request, study, revoked=True)
     participant_id = entry.get("participant_id")
     if participant_id is None:
         study = selectors.study_get(slug=slug)
@@ -99,10 +111,14 @@ def _load_flow(request: HttpRequest, slug: str) -> Flow | HttpResponse:
 
 
 def _flow_at(request: HttpRequest, slug: str, step: Step) -> Flow | HttpResponse:
-    """The flow when ``step`` is the current one; otherwise a redirect to the current one."""
+    """The flow when ``step`` is the current one; otherwise a redirect to the current one
+    (or the "time ran out" page when the participant's hold lapsed and the study is full)."""
     flow = _load_flow(request, slug)
     if isinstance(flow, HttpResponse):
         return flow
+    if flow.participant and places.hold_needs_renewal(flow.participant):
+        if not places.hold_renew(participant=flow.participant):
+            return _notice(slug, "time-up")
     if flow.step != step:
         return _go(slug, flow.step)
     return flow
@@ -149,10 +165,13 @@ def entry(request: HttpRequest, slug: str) -> HttpResponse:
     study = selectors.study_get(slug=slug)
     if study is None:
         raise Http404("No such study")
+    if study.recruitment_mode == Study.RecruitmentMode.OPEN:
+        return _open_entry(request, study)
+    if study.recruitment_mode == Study.RecruitmentMode.INVITED:
+        return _invited_entry(request, study)
     external_id = request.GET.get(study.id_param)
     if external_id is None and _session_key(slug) in request.session:
-        flow = _load_flow(request, slug)
-        return flow if isinstance(flow, HttpResponse) else _go(slug, flow.step)
+        return _resume(request, slug)
     if not recruitment.external_id_valid(study.id_pattern, external_id):
         return render(request, "surveys/bad_link.html", {"study": study}, status=400)
     participant = selectors.participant_find(study=study, external_id=external_id)
@@ -160,19 +179,74 @@ def entry(request: HttpRequest, slug: str) -> HttpResponse:
         refusal = _refuse_newcomer(request, study)
         if refusal:
             return refusal
-    request.session[_session_key(slug)] = {
+    return _begin(
+        request, study, external_id=external_id, participant=participant,
+        panel_study_id=_panel_value(request, study.study_param), panel_session_id=_panel_value(request, study.session_param),
+    )
+
+
+def _resume(request: HttpRequest, slug: str) -> HttpResponse:
+    flow = _load_flow(request, slug)
+    return flow if isinstance(flow, HttpResponse) else _go(slug, flow.step)
+
+
+def _begin(request: HttpRequest, study: Study, *, external_id: str, participant: Participant | None,
+           panel_study_id: str = "", panel_session_id: str = "", rater_link_id: int | None = None) -> HttpResponse:
+    """Keep who this is in the session, and go to their current step."""
+    entry = {
         "external_id": external_id,
-        "panel_study_id": _panel_value(request, study.study_param),
-        "panel_session_id": _panel_value(request, study.session_param),
+        "panel_study_id": panel_study_id,
+        "panel_session_id": panel_session_id,
         "preview": False,
         "participant_id": participant.pk if participant else None,
+        "rater_link_id": rater_link_id,
     }
-    if participant is None:
-        return _go(slug, Step.CONSENT)
-    step = selectors.participant_state(participant=participant).step
+    step = Step.CONSENT if participant is None else selectors.participant_state(participant=participant).step
     # Someone who had already started is coming back (another tab, browser or day).
-    request.session[_session_key(slug)]["welcome_back"] = step == Step.PAGE
-    return _go(slug, step)
+    entry["welcome_back"] = step == Step.PAGE
+    request.session[_session_key(study.slug)] = entry
+    return _go(study.slug, step)
+
+
+def _open_entry(request: HttpRequest, study: Study) -> HttpResponse:
+    """An open link: this browser's participant, or a new anonymous one (surveys.open_links)."""
+    if _session_key(study.slug) in request.session:
+        return _resume(request, study.slug)
+    external_id = open_links.returning_id(request, study)
+    participant = selectors.participant_find(study=study, external_id=external_id) if external_id else None
+    if participant is None:
+        refusal = _refuse_newcomer(request, study)
+        if refusal:
+            return refusal
+        if external_id is None:
+            if not open_links.start_allowed(request, study):
+                return render(request, "surveys/too_many_starts.html", {"study": study}, status=429)
+            external_id = open_links.new_participant_id(request, study)
+    response = _begin(request, study, external_id=external_id, participant=participant)
+    return open_links.remember(response, study, external_id)
+
+
+def _invited_entry(request: HttpRequest, study: Study) -> HttpResponse:
+    """An invited rater's personal link (surveys.rater_links); nobody else comes in."""
+    token = request.GET.get(rater_links.TOKEN_PARAM)
+    if token is None:
+        if _session_key(study.slug) in request.session:
+            return _resume(request, study.slug)
+        return render(request, "surveys/invitation_only.html", {"study": study}, status=403)
+    link = rater_links.rater_link_find(study=study, token=token)
+    if link is None or link.revoked_at is not None:
+        return _rater_link_refused(request, study, revoked=link is not None)
+    participant = selectors.participant_find(study=study, external_id=link.external_id)
+    if participant is None:
+        refusal = _refuse_newcomer(request, study)
+        if refusal:
+            return refusal
+    return _begin(request, study, external_id=link.external_id, participant=participant, rater_link_id=link.pk)
+
+
+def _rater_link_refused(request: HttpRequest, study: Study, *, revoked: bool) -> HttpResponse:
+    return render(request, "surveys/rater_link_refused.html", {"study": study, "revoked": revoked},
+                  status=410 if revoked else 404)
 
 
 _CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
@@ -186,7 +260,7 @@ def _panel_value(request: HttpRequest, name: str) -> str:
 def _refuse_newcomer(request: HttpRequest, study: Study) -> HttpResponse | None:
     if not study.is_open:
         return _notice(study.slug, "closed")
-    if selectors.study_is_full(study=study):
+    if places.study_is_full(study=study):
         services.turn_away_record(study=study)
         return _notice(study.slug, "full")
     return None
@@ -279,20 +353,40 @@ def page(request: HttpRequest, slug: str) -> HttpResponse:
         return _submit_page(request, flow, visit_id)
     services.visit_mark_shown(visit_id=visit_id)
     welcome = _welcome_back(request, flow)
-    return _render_page(request, flow, _page_form(flow, visit_id, data=None), welcome_back=welcome)
+    draft = selectors.draft_fields(participant_id=flow.participant.pk, visit_id=visit_id)
+    form = _page_form(flow, visit_id, data=None, initial=draft)
+    return _render_page(request, flow, form, welcome_back=welcome, draft_restored=bool(draft))
 
 
-def _page_form(flow: Flow, visit_id: int, data) -> PageForm:
+def _page_form(flow: Flow, visit_id: int, data, initial: dict[str, str] | None = None) -> PageForm:
     visit_page = selectors.visit_page_get(visit_id=visit_id, study=flow.study)
-    return PageForm(data, page=visit_page, ranking=flow.study.ranking_enabled, best_worst=flow.study.best_worst_enabled)
+    return PageForm(
+        data,
+        page=visit_page,
+        ranking=flow.study.ranking_enabled,
+        best_worst=flow.study.best_worst_enabled,
+        construct=flow.study.construct,
+        letter_labels=flow.study.letter_labels,
+        initial=initial,
+    )
 
 
 def _render_page(
-    request: HttpRequest, flow: Flow, form: PageForm, status: int = 200, welcome_back: bool = False
+    request: HttpRequest,
+    flow: Flow,
+    form: PageForm,
+    status: int = 200,
+    welcome_back: bool = False,
+    draft_restored: bool = False,
 ) -> HttpResponse:
     template = "surveys/check.html" if form.page.is_check else "surveys/block.html"
     context = _page_context(
-        flow, form=form, visit=form.page.visit, time_left=_time_left(flow), welcome_back=welcome_back
+        flow,
+        form=form,
+        visit=form.page.visit,
+        time_left=_time_left(flow),
+        welcome_back=welcome_back,
+        draft_restored=draft_restored,
     )
     return render(request, template, context, status=status)
 
@@ -331,12 +425,8 @@ def demographics(request: HttpRequest, slug: str) -> HttpResponse:
     flow = _flow_at(request, slug, Step.DEMOGRAPHICS)
     if isinstance(flow, HttpResponse):
         return flow
-    form = DemographicsForm(
-        request.POST if request.method == "POST" else None,
-        questions=selectors.demographic_questions(study=flow.study),
-        end_questions=selectors.end_of_study_questions(study=flow.study),
-    )
     if request.method == "POST":
+        form = _demographics_form(flow, data=request.POST)
         if form.is_valid():
             services.participant_demographics_submit(
                 participant_id=flow.participant.pk, answers=form.answers(), free_text=form.free_text()
@@ -345,7 +435,18 @@ def demographics(request: HttpRequest, slug: str) -> HttpResponse:
             services.participant_complete(participant_id=flow.participant.pk)
             return _go(slug, Step.DONE)
         return render(request, "surveys/demographics.html", _page_context(flow, form=form), status=400)
-    return render(request, "surveys/demographics.html", _page_context(flow, form=form))
+    draft = selectors.draft_fields(participant_id=flow.participant.pk, visit_id=None)
+    form = _demographics_form(flow, data=None, initial=draft)
+    return render(request, "surveys/demographics.html", _page_context(flow, form=form, draft_restored=bool(draft)))
+
+
+def _demographics_form(flow: Flow, data, initial: dict[str, str] | None = None) -> DemographicsForm:
+    return DemographicsForm(
+        data,
+        questions=selectors.demographic_questions(study=flow.study),
+        end_questions=selectors.end_of_study_questions(study=flow.study),
+        initial=initial,
+    )
 
 
 @never_cache
@@ -389,10 +490,70 @@ def exit_study(request: HttpRequest, slug: str) -> HttpResponse:
     return render(request, "surveys/exit.html", _page_context(flow))
 
 
+# --- drafts: what is entered on a page, kept until it is submitted ----------------------------
+# The page's script posts its whole form as answers change; see surveys.drafts. Answers are JSON
+# (or 204) for that script; the pages themselves never depend on it.
+
+DRAFT_NO_SESSION = "Your session has ended; open the study link again to continue."
+DRAFT_NOT_CURRENT = "This page is no longer your current page; reload it to continue."
+_VISIT_ID = re.compile(r"[0-9]{1,18}")
+
+
+@never_cache
+@require_POST
+def page_draft(request: HttpRequest, slug: str) -> HttpResponse:
+    flow = _draft_flow(request, slug, Step.PAGE)
+    if isinstance(flow, HttpResponse):
+        return flow
+    posted = request.POST.get("visit", "")
+    if not _VISIT_ID.fullmatch(posted):
+        return _draft_refused(400, "The draft does not say which page it belongs to (visit).")
+    visit_id = flow.state.current_visit_id
+    if int(posted) != visit_id:
+        return _draft_refused(409, DRAFT_NOT_CURRENT)
+    return _draft_keep(request, flow, visit_id, _page_form(flow, visit_id, data=None))
+
+
+@never_cache
+@require_POST
+def demographics_draft(request: HttpRequest, slug: str) -> HttpResponse:
+    flow = _draft_flow(request, slug, Step.DEMOGRAPHICS)
+    if isinstance(flow, HttpResponse):
+        return flow
+    return _draft_keep(request, flow, None, _demographics_form(flow, data=None))
+
+
+def _draft_flow(request: HttpRequest, slug: str, step: Step) -> Flow | HttpResponse:
+    """The flow when ``step`` is the participant's current one; otherwise the refusal to send."""
+    flow = _load_flow(request, slug)
+    if isinstance(flow, HttpResponse):  # the page explaining the session has ended
+        return _draft_refused(403, DRAFT_NO_SESSION)
+    if flow.step != step:
+        return _draft_refused(409, DRAFT_NOT_CURRENT)
+    return flow
+
+
+def _draft_keep(
+    request: HttpRequest, flow: Flow, visit_id: int | None, form: PageForm | DemographicsForm
+) -> HttpResponse:
+    try:
+        fields = drafts.draft_fields_clean(form=form, posted=request.POST)
+    except drafts.DraftRejected as error:
+        return _draft_refused(400, str(error))
+    if not drafts.draft_save(participant_id=flow.participant.pk, visit_id=visit_id, fields=fields):
+        return _draft_refused(409, DRAFT_NOT_CURRENT)  # submitted meanwhile, in another tab
+    return HttpResponse(status=204)
+
+
+def _draft_refused(status: int, message: str) -> JsonResponse:
+    return JsonResponse({"error": message}, status=status)
+
+
 NOTICES = {
     "declined": "surveys/notice_declined.html",
     "full": "surveys/notice_full.html",
     "closed": "surveys/notice_closed.html",
+    "time-up": "surveys/notice_time_up.html",
 }
 
 

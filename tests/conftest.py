@@ -42,6 +42,17 @@ def most_least(db):
 
 
 @pytest.fixture
+def reasons_per_block(db):
+    """The most-least study asking its "why" question on every block (a per-block free-text question)."""
+    from surveys.definition import parse_definition, read_definition_file
+    from surveys.loader import study_load
+
+    definition = read_definition_file(FIXTURES / "most_least.json")
+    definition.update(slug="reasons-per-block", free_text=[{**definition["free_text"][0], "per_block": True}])
+    return study_load(definition=parse_definition(definition)).study
+
+
+@pytest.fixture
 def tide_definition() -> dict:
     return json.loads((FIXTURES / "tide.json").read_text())
 

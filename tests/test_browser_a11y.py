@@ -443,3 +443,43 @@ def test_the_results_page_has_no_serious_axe_violation_and_its_charts_fit_a_phon
             plot = page.locator("#fig-rating_means svg.main-svg").first.bounding_box()
             assert bar["y"] + bar["height"] <= plot["y"] + 1, (bar, plot)
         page.context.close()
+
+
+def test_the_recruitment_pages_have_no_serious_axe_violations(browser, live_server, owner, settings):
+    from tests.support.researcher import PASSWORD
+    from tests.support.studies import load_fixture
+
+    settings.OPEN_LINK_STARTS_PER_HOUR = 1
+    invited = load_fixture("counselor.json", recruitment={"mode": "invited"})
+    invited.owners.add(owner)
+    load_fixture("most_least.json", recruitment={"mode": "open"})
+    load_fixture("tide.json")
+    blocking = []
+    researcher = new_page(browser)
+    researcher.goto(f"{live_server.url}/accounts/login/")
+    researcher.fill("input[name=username]", "owner")
+    researcher.fill("input[name=password]", PASSWORD)
+    researcher.click("button[type=submit], input[type=submit]")
+    researcher.goto(f"{live_server.url}/studies/counselor/raters/")
+    researcher.fill("#names", "Ann, Bo")
+    researcher.get_by_role("button", name="Create links").click()
+    link = researcher.locator("[data-rater-link]").first.input_value()
+    blocking += audit(researcher, "rater links, new ones shown")
+    researcher.get_by_role("button", name="Revoke the link of Ann").click()
+    blocking += audit(researcher, "rater links, one revoked")
+    visitor = new_page(browser)
+    for url, title, name in [
+        (link, "withdrawn", "rater link withdrawn"),
+        (f"{live_server.url}/s/counselor/?invite=nope", "not valid", "rater link not valid"),
+        (f"{live_server.url}/s/counselor/", "invitation", "invitation only"),
+        (f"{live_server.url}/s/tide/notice/time-up/", "time ran out", "time ran out"),
+    ]:
+        visitor.goto(url)
+        assert title in visitor.title(), (name, visitor.title())
+        blocking += audit(visitor, name)
+    for _ in range(2):  # the second new start from this address is one too many
+        open_visitor = new_page(browser)
+        open_visitor.goto(f"{live_server.url}/s/most-least/")
+    assert "try again later" in open_visitor.title()
+    blocking += audit(open_visitor, "too many new starts")
+    assert blocking == []

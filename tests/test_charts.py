@@ -102,3 +102,38 @@ def test_the_study_gives_its_scale_and_scenario_labels(tide):
     labels = selectors.scenario_labels_of(study=tide)
     assert set(labels) == {s.key for s in tide.scenarios.all()}
     assert all(labels[s.key] == (s.label or s.key) for s in tide.scenarios.all())
+
+
+def _shares() -> pd.DataFrame:
+    rows = [("Human", "human", "most", 20, 0.50, 0.35, 0.65), ("GPT", "llm", "most", 8, 0.20, 0.10, 0.35),
+            ("Human", "human", "least", 2, 0.05, 0.01, 0.17), ("GPT", "llm", "least", 16, 0.40, 0.26, 0.55)]
+    table = pd.DataFrame(rows, columns=["model", "condition", "choice", "count", "share", "ci_low", "ci_high"])
+    return table.assign(n_sets=40, chance_share=0.2)
+
+
+def test_most_least_shares_are_grouped_bars_with_wilson_error_bars_told_apart_without_colour():
+    figure = charts.best_worst_shares_chart(_shares())
+    bars = [trace for trace in figure["data"] if trace["type"] == "bar"]
+    assert [trace["name"] for trace in bars] == ["picked most", "picked least"]
+    # Hatching as well as colour tells the two picks apart.
+    patterns = [trace["marker"]["pattern"]["shape"] for trace in bars]
+    assert len(set(patterns)) == 2 and len({trace["marker"]["color"] for trace in bars}) == 2
+    most, least = bars
+    assert list(most["x"]) == ["Human · human", "GPT · llm"]
+    assert _numbers(most["y"]) == pytest.approx([0.50, 0.20])
+    assert _numbers(most["error_y"]["array"]) == pytest.approx([0.15, 0.15])
+    assert _numbers(least["error_y"]["arrayminus"]) == pytest.approx([0.04, 0.14])
+    layout = figure["layout"]
+    assert layout["barmode"] == "group" and layout["yaxis"]["range"] == [0, 1]
+    assert layout["title"]["text"].startswith("Share of choice sets") and "95% Wilson CI" in layout["title"]["text"]
+    assert layout["xaxis"]["title"]["text"] and layout["yaxis"]["title"]["text"]
+    # Chance (the same for every source) is a dashed line with its own legend entry.
+    assert [shape["y0"] for shape in layout["shapes"]] == [0.2]
+    assert [trace["name"] for trace in figure["data"] if trace["type"] == "scatter"] == ["chance: 20%"]
+
+
+def test_most_least_shares_without_choices_say_so():
+    figure = charts.best_worst_shares_chart(_shares().assign(share=np.nan))
+    assert figure["layout"]["annotations"][0]["text"] == "No most/least choices yet."
+    unequal = charts.best_worst_shares_chart(_shares().assign(chance_share=[0.2, 0.25, 0.2, 0.25]))
+    assert "shapes" not in unequal["layout"] and all(trace["type"] == "bar" for trace in unequal["data"])

@@ -16,14 +16,17 @@ import pandas as pd
 import pytest
 
 from analysis import codebook, exports, quality, registry, stats
+from analysis.design import study_design
 from analysis.zip_readme import zip_readme_text
+from tests.support import stats_data as data
 from tests.support.researcher import fill_with_bots, finished_run
 
 # The quality step writes these tables; the statistics step computes the others.
 QUALITY_TABLES = {"filter_flow": quality.FILTER_FLOW_COLUMNS,
-                  "filter_flow_by_gender": quality.FILTER_FLOW_BY_GENDER_COLUMNS}
-EXPORT_FILES = {"participants.csv": exports.PARTICIPANT_EXPORT_COLUMNS,
-                "ratings.csv": [*exports.RATINGS_EXPORT_COLUMNS, "dimension"]}
+                  "filter_flow_by_subgroup": quality.FILTER_FLOW_BY_SUBGROUP_COLUMNS}
+EXPORT_FILES = {"participants.csv": exports.PARTICIPANT_EXPORT_COLUMNS_BEFORE + exports.PARTICIPANT_EXPORT_COLUMNS_AFTER,
+                "ratings.csv": [*exports.RATINGS_EXPORT_COLUMNS, "dimension"],
+                "free_text.csv": exports.FREE_TEXT_COLUMNS, "choices.csv": exports.CHOICE_EXPORT_COLUMNS}
 
 
 def declared_columns(analysis: registry.Analysis) -> list[str]:
@@ -32,10 +35,12 @@ def declared_columns(analysis: registry.Analysis) -> list[str]:
     if analysis.sensitivity_of:
         base = registry.base_of(analysis)
         extra = [empty] * (len(base.inputs) - 1)
-        return list(stats.sensitivity(base.function, empty, empty, *extra).columns)
+        return list(stats.sensitivity(base.function, empty, empty, *extra,
+                                      **data.TIDE.options_for(base.design_options)).columns)
     if analysis.function is None:
         return list(QUALITY_TABLES[analysis.name])
-    return list(analysis.function(*[empty] * len(analysis.inputs)).columns)
+    design = data.TIDE.options_for(analysis.design_options)
+    return list(analysis.function(*[empty] * len(analysis.inputs), **design).columns)
 
 
 def every_file_columns() -> dict[str, list[str]]:
@@ -171,7 +176,24 @@ def test_the_zip_of_a_full_run_describes_every_column_of_every_file(request, db,
     run = finished_run(study)
     archive = open_zip(run)
     names = set(archive.namelist())
-    assert {a.filename for a in registry.REGISTERED} | {"participants.csv", "ratings.csv"} <= names
+    # Exactly the tables the study's design applies to (the registry's ``needs``), the two exports every
+    # study has, and the answer exports of the answers the study asks for.
+    design = study_design(study.pk)
+    expected = {a.filename for a in registry.statistics_analyses(design=design.features)}
+    expected |= {"filter_flow.csv", "participants.csv", "ratings.csv"}
+    expected |= {"filter_flow_by_subgroup.csv"} if design.subgroups else set()
+    expected |= {"free_text.csv"} if study.free_text_questions.exists() else set()
+    expected |= {"choices.csv"} if study.best_worst_enabled else set()
+    assert names - {"codebook.csv", "README.txt"} == expected
+    applies = {"tide": ({"win_table.csv", "ttests.csv", "anova.csv", "bradley_terry.csv"},
+                        {"best_worst.csv", "free_text.csv", "choices.csv"}),
+               "counselor": ({"dimension_wilcoxon.csv", "agreement.csv", "win_table.csv"},
+                             {"ttests.csv", "anova.csv", "best_worst.csv", "bradley_terry.csv", "free_text.csv",
+                              "choices.csv"}),
+               "most_least": ({"best_worst.csv", "best_worst_shares.csv", "free_text.csv", "choices.csv"},
+                              {"win_table.csv", "ttests.csv", "anova.csv", "descriptives.csv"})}
+    present, absent = applies[fixture]
+    assert present <= names and not absent & names
     assert "identifiers.csv" not in names
     assert_zip_is_described(archive)
 

@@ -12,8 +12,8 @@ from analysis.models import (
     AnalysisRun, EmbeddingCache, GoldScore, MetricsRun, MetricsTable, ParticipantResult, ResultTable,
 )
 from surveys.models import (
-    AttentionCheck, Block, BlockVisit, Condition, ConsentDecline, DemographicQuestion, Dimension, FreeTextAnswer,
-    FreeTextQuestion, Item, ItemPlacement, Participant, Rating, Scenario, Study, System, TurnAway,
+    AttentionCheck, Block, BlockVisit, Condition, ConsentDecline, DemographicQuestion, Dimension, Draft, FreeTextAnswer,
+    FreeTextQuestion, Item, ItemPlacement, Participant, RaterLink, Rating, Scenario, Study, System, TurnAway,
 )
 
 NOW = timezone.now()
@@ -48,8 +48,10 @@ BAD_ROWS = {
     "study_fast_seconds_nonnegative": lambda s: _study_copy(s, fast_block_seconds=-1),
     "study_sd_threshold_nonnegative": lambda s: _study_copy(s, straightline_sd_max=-0.1),
     "study_mae_threshold_nonnegative": lambda s: _study_copy(s, straightline_mae_min=-0.1),
-    "study_completion_code_set": lambda s: _study_copy(s, completion_code=""),
+    "study_panel_has_completion_code": lambda s: _study_copy(s, completion_code=""),
+    "study_recruitment_mode_known": lambda s: _study_copy(s, recruitment_mode="mail"),
     "study_target_positive": lambda s: _study_copy(s, target_completions=0),
+    "study_hold_times_positive": lambda s: _study_copy(s, hold_minutes=0),
     "system_unique_name": lambda s: System.objects.create(study=s, name=s.systems.first().name),
     "condition_unique_name": lambda s: Condition.objects.create(study=s, name="reference"),
     "scenario_unique_key": lambda s: Scenario.objects.create(study=s, key="S1", user_input="x"),
@@ -68,12 +70,17 @@ BAD_ROWS = {
     "free_text_unique_key": lambda s: [FreeTextQuestion.objects.create(study=s, key="k", prompt="x") for _ in range(2)],
     "free_text_max_length_range": lambda s: FreeTextQuestion.objects.create(study=s, key="k", prompt="x", max_length=0),
     "demographic_unique_key": lambda s: DemographicQuestion.objects.create(study=s, key="age", prompt="x"),
-    "demographic_known_field": lambda s: DemographicQuestion.objects.create(study=s, key="income", prompt="x"),
+    "demographic_known_kind": lambda s: DemographicQuestion.objects.create(study=s, key="income", prompt="x", kind="slider"),
+    "demographic_number_has_range": lambda s: DemographicQuestion.objects.create(study=s, key="income", prompt="x",
+                                                                                 kind="number", min_value=5, max_value=5),
     "participant_unique_external_id": lambda s: [_participant(s, 1), Participant.objects.create(study=s, external_id=f"{1:024x}", pseudonym="other")],
     "participant_unique_pseudonym": lambda s: [_participant(s, 1), Participant.objects.create(study=s, external_id="b" * 24, pseudonym="p1")],
     "participant_finish_after_start": lambda s: _participant(s, started_at=NOW, finished_at=NOW - timedelta(minutes=1)),
-    "participant_completed_has_code": lambda s: _participant(s, status="completed", finished_at=NOW, completion_code=""),
+    "participant_completed_has_finish": lambda s: _participant(s, status="completed", finished_at=None, completion_code="C"),
     "participant_external_id_set": lambda s: Participant.objects.create(study=s, external_id="", pseudonym="p0"),
+    "rater_link_unique_external_id": lambda s: [RaterLink.objects.create(study=s, name=n, token_hash=n, external_id="rater-1") for n in "ab"],
+    "rater_link_unique_active_name": lambda s: [RaterLink.objects.create(study=s, name="Ann", token_hash=h, external_id=h) for h in "ab"],
+    "rater_link_name_set": lambda s: RaterLink.objects.create(study=s, name="", token_hash="h", external_id="rater-1"),
     "decline_unique_day": lambda s: [ConsentDecline.objects.create(study=s, day=NOW.date()) for _ in range(2)],
     "turn_away_unique_day": lambda s: [TurnAway.objects.create(study=s, day=NOW.date()) for _ in range(2)],
     "visit_unique_sequence": lambda s: [_visit(s), BlockVisit.objects.create(participant=Participant.objects.get(pseudonym="p99"), sequence=1, block=s.blocks.last())],
@@ -95,6 +102,10 @@ BAD_ROWS = {
                                          FreeTextAnswer.objects.create(participant=Participant.objects.get(pseudonym="p1"), question=FreeTextQuestion.objects.get(key="k"), text="b")],
     "free_text_answer_once_per_visit": lambda s: [FreeTextAnswer.objects.create(participant=Participant.objects.get(pseudonym="p99"), visit=v, question=q, text=t)
                                                    for v in [_visit(s)] for q in [FreeTextQuestion.objects.create(study=s, key="k", prompt="x", per_block=True)] for t in "ab"],
+    "draft_once_per_visit": lambda s: [Draft.objects.create(participant=v.participant, visit=v, fields={}, saved_at=NOW)
+                                       for v in [_visit(s)] for _ in range(2)],
+    "draft_once_for_final_questions": lambda s: [Draft.objects.create(participant=p, fields={}, saved_at=NOW)
+                                                 for p in [_participant(s)] for _ in range(2)],
     "run_status_known": lambda s: AnalysisRun.objects.create(study=s, status="paused"),
     "run_done_has_finish_time": lambda s: AnalysisRun.objects.create(study=s, status="done"),
     "run_done_has_no_pending_table": lambda s: AnalysisRun.objects.create(

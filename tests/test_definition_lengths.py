@@ -16,7 +16,7 @@ from django.core.management import CommandError, call_command
 from rest_framework.test import APIClient
 
 from surveys import limits
-from surveys.definition import DEFAULT_DEMOGRAPHICS, StudyDefinition
+from surveys.definition import StudyDefinition
 from surveys.models import (
     AttentionCheck, Block, Condition, DemographicQuestion, Dimension, FreeTextQuestion, Item, Participant, Scenario,
     Study, System,
@@ -30,6 +30,8 @@ def _rename(definition: dict, field: str, old: str, new: str) -> None:
     names[names.index(old)] = new
     if field == "condition" and old in definition.get("reference_conditions", []):
         definition["reference_conditions"] = [new if c == old else c for c in definition["reference_conditions"]]
+    if field == "condition" and definition.get("comparison"):
+        definition["comparison"] = {side: new if c == old else c for side, c in definition["comparison"].items()}
     for block in definition["blocks"]:
         for response in block["responses"]:
             if response[field] == old:
@@ -37,7 +39,7 @@ def _rename(definition: dict, field: str, old: str, new: str) -> None:
 
 
 def _demographics(definition: dict) -> list[dict]:
-    return definition.setdefault("demographics", copy.deepcopy(DEFAULT_DEMOGRAPHICS))
+    return definition["demographics"]  # the TIDE fixture's: age (number), sex, gender, race (choices) ...
 
 
 def _padded_url(length: int) -> str:
@@ -66,10 +68,10 @@ FIELDS = [
     ("block id", "blocks[0].id", limits.KEY, lambda d, n: d["blocks"][0].update(id="b" * n)),
     ("source label", "blocks[0].responses[0].label", limits.SOURCE_LABEL,
      lambda d, n: d["blocks"][0]["responses"][0].update(label="A" * n)),
-    ("age choice", "demographics[0].choices[1]", limits.DEMOGRAPHIC_ANSWER["age"],
-     lambda d, n: _demographics(d)[0]["choices"].__setitem__(1, "9" * n)),
-    ("race choice", "demographics[3].choices[0]", limits.DEMOGRAPHIC_ANSWER["race"],
-     lambda d, n: _demographics(d)[3]["choices"].__setitem__(0, "W" * n)),
+    ("sex choice", "demographics[1].choices[2]", limits.DEMOGRAPHIC_CHOICE,
+     lambda d, n: _demographics(d)[1]["choices"].__setitem__(2, "9" * n)),
+    ("hispanic choice", "demographics[4].choices[0]", limits.DEMOGRAPHIC_CHOICE,
+     lambda d, n: _demographics(d)[4]["choices"].__setitem__(0, "W" * n)),
 ]
 IDS = [f[0] for f in FIELDS]
 
@@ -128,20 +130,17 @@ def test_every_text_at_its_column_length_is_stored(api, tide_definition):
     assert System.objects.filter(study=study, name="s" * limits.SYSTEM_NAME).exists()
     assert Item.objects.filter(study=study, key="r" * limits.ITEM_KEY, source_label="A" * limits.SOURCE_LABEL).exists()
     age = DemographicQuestion.objects.get(study=study, key="age")
-    assert len(age.prompt) == limits.DEMOGRAPHIC_PROMPT and "9" * limits.DEMOGRAPHIC_ANSWER["age"] in age.choices
+    sex = DemographicQuestion.objects.get(study=study, key="sex")
+    assert len(age.prompt) == limits.DEMOGRAPHIC_PROMPT and "9" * limits.DEMOGRAPHIC_CHOICE in sex.choices
 
 
-def test_the_longest_demographic_choice_fits_the_answer_column(db, tide):
-    """A participant's answer is one of the question's choices: the longest of each must be storable."""
-    for question in DemographicQuestion.objects.filter(study=tide):
-        longest = max(question.choices, key=len)
-        assert len(longest) <= limits.DEMOGRAPHIC_ANSWER[question.key]
-    participant = Participant.objects.create(
-        study=tide, external_id="a" * limits.EXTERNAL_ID, pseudonym="p1",
-        **{key: "x" * n for key, n in limits.DEMOGRAPHIC_ANSWER.items()},
-    )
+def test_an_answer_as_long_as_the_definition_allows_is_stored_without_truncation(db, tide):
+    """Answers live in one JSON column: no per-question column can cut a long choice or text short."""
+    longest = "x" * limits.DEMOGRAPHIC_TEXT
+    participant = Participant.objects.create(study=tide, external_id="a" * limits.EXTERNAL_ID, pseudonym="p1",
+                                             demographics={"race": "W" * limits.DEMOGRAPHIC_CHOICE, "note": longest})
     participant.refresh_from_db()
-    assert participant.race == "x" * limits.DEMOGRAPHIC_ANSWER["race"]
+    assert participant.demographics == {"race": "W" * limits.DEMOGRAPHIC_CHOICE, "note": longest}
 
 
 # The schema's maximum and the column's, for every text a definition writes into a bounded column.
@@ -172,6 +171,7 @@ COLUMNS = [
     (("properties", "attention_checks", "items", "properties", "id"), AttentionCheck, "key"),
     (("properties", "free_text", "items", "properties", "key"), FreeTextQuestion, "key"),
     (("$defs", "DemographicDef", "properties", "prompt"), DemographicQuestion, "prompt"),
+    (("$defs", "DemographicDef", "properties", "key"), DemographicQuestion, "key"),
     (("$defs", "RecruitmentDef", "properties", "completion_code"), Study, "completion_code"),
     (("$defs", "RecruitmentDef", "properties", "completion_url"), Study, "completion_url"),
     (("$defs", "RecruitmentDef", "properties", "id_pattern"), Study, "id_pattern"),
@@ -185,7 +185,3 @@ COLUMNS = [
 def test_the_schema_and_the_column_have_the_same_length(path, model, column):
     assert _schema_max(*path) == model._meta.get_field(column).max_length
 
-
-def test_demographic_answer_columns_are_the_limits():
-    for key, length in limits.DEMOGRAPHIC_ANSWER.items():
-        assert Participant._meta.get_field(key).max_length == length

@@ -12,6 +12,7 @@ from django.test import Client
 from surveys.definition import parse_definition
 from surveys.loader import study_load
 from surveys.models import Participant
+from tests.support.studies import set_answers
 
 PAYLOAD = '<script>alert("x")</script>'
 ESCAPED = "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;"
@@ -57,7 +58,8 @@ def test_participant_pages_escape_study_content(client, xss_study, steps):
     assert ESCAPED in html or "attention" in html.lower()
 
 
-def test_a_free_text_answer_is_escaped_when_shown_back(client, most_least, steps):
+def test_a_free_text_answer_is_escaped_when_shown_back(client, reasons_per_block, steps):
+    most_least = reasons_per_block
     steps.start(client, most_least)
     _, spec = steps.page(client, most_least)
     field = next(iter(spec.texts))
@@ -69,7 +71,7 @@ def test_a_free_text_answer_is_escaped_when_shown_back(client, most_least, steps
 
 def test_researcher_pages_and_admin_escape_stored_text(xss_admin_client, xss_study):
     participant = Participant.objects.create(study=xss_study, external_id="f" * 24, pseudonym="P-xss",
-                                             seed=1, gender=PAYLOAD, state=PAYLOAD)
+                                             seed=1, demographics={"gender": PAYLOAD, "state": PAYLOAD})
     for url in ["/studies/", f"/studies/{xss_study.slug}/", "/admin/surveys/study/",
                 f"/admin/surveys/study/{xss_study.pk}/change/", "/admin/surveys/item/?q=script",
                 f"/admin/surveys/participant/{participant.pk}/change/"]:
@@ -95,7 +97,7 @@ def test_participant_export_prefixes_formula_demographics(db, tide):
     from bots.personas import Persona
 
     run_with_services(persona=Persona(), study=tide, seed=3)
-    Participant.objects.filter(study=tide).update(gender=FORMULA, education="+cmd|' /C calc'!A0")
+    set_answers(Participant.objects.filter(study=tide), gender=FORMULA, education="+cmd|' /C calc'!A0")
     run = AnalysisRun.objects.create(study=tide, thresholds=tide.quality_thresholds)
     runs.run_execute(kind=runs.ANALYSIS, run_id=run.pk, attempt=runs.run_claim(kind=runs.ANALYSIS, run_id=run.pk).attempt)
     run.refresh_from_db()

@@ -7,7 +7,8 @@ import csv
 import pytest
 from django.core.management import CommandError, call_command
 
-from analysis.exports import EXPORTS, IDENTIFIER_EXPORT_COLUMNS, PARTICIPANT_EXPORT_COLUMNS, csv_cell
+from analysis.design import study_design
+from analysis.exports import EXPORTS, IDENTIFIER_EXPORT_COLUMNS, csv_cell, participant_export_columns
 from analysis.models import AnalysisRun
 from analysis.tasks import run_analysis
 from surveys.models import Participant
@@ -18,7 +19,9 @@ from tests.support.quality_data import expected_flow, planted_import, planted_po
 def analysed(tide):
     people = [p for p in planted_population(n_honest=6) if not p.live]
     planted_import(tide, people)
-    Participant.objects.filter(external_id="honest000").update(education="=HYPERLINK(\"http://x\")")
+    honest = Participant.objects.get(external_id="honest000")
+    honest.demographics = {**honest.demographics, "education": "=HYPERLINK(\"http://x\")"}
+    honest.save(update_fields=["demographics"])
     run = AnalysisRun.objects.create(study=tide, thresholds=tide.quality_thresholds)
     run_analysis(run.pk)
     return people
@@ -42,7 +45,11 @@ def test_it_exports_participants_with_pseudonyms_and_quality_fields(analysed, tm
     call_command("export", "--study", "tide", "--what", "participants", "--out", str(tmp_path))
     rows = read(tmp_path / "participants.csv")
     with open(tmp_path / "participants.csv", newline="") as handle:
-        assert next(csv.reader(handle)) == PARTICIPANT_EXPORT_COLUMNS
+        header = next(csv.reader(handle))
+    assert header == participant_export_columns(study_design(Participant.objects.first().study_id))
+    assert header[:6] == ["participant_id", "started_at", "finished_at", "attention_passed", "age", "sex"]
+    assert header[-8:] == ["region", "duration_minutes", "sd", "mae", "fast_share", "excluded_by", "payable",
+                           "reject_reason"]
     people = {p.external_id: p for p in analysed}
     by_pseudonym = dict(Participant.objects.values_list("pseudonym", "external_id"))
     assert len(rows) == len(people)

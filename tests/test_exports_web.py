@@ -11,6 +11,7 @@ import pytest
 from surveys.models import Participant
 from tests.support.downloads import csv_rows, response_bytes
 from tests.support.researcher import QUICK_ANALYSES, finished_run, narrow_analyses
+from tests.support.studies import set_answers
 
 # DESIGN 3.3: the tables a paper needs, plus the codebook of every column.
 PAPER_FILES = {"filter_flow.csv", "participants.csv", "ratings.csv", "win_table.csv", "ttests.csv", "anova.csv",
@@ -25,7 +26,7 @@ def paper_stats(monkeypatch):
 
 def test_a_value_that_would_be_a_spreadsheet_formula_is_quoted(client, owner, filled, quick_stats):
     target = Participant.objects.filter(study=filled, status="completed").order_by("pk").first()
-    Participant.objects.filter(pk=target.pk).update(employment="=HYPERLINK(\"http://x\")", race="+1", state="")
+    set_answers(Participant.objects.filter(pk=target.pk), employment="=HYPERLINK(\"http://x\")", race="+1", state="")
     run = finished_run(filled)
     client.force_login(owner)
     rows = csv_rows(client.get(f"/studies/{filled.slug}/exports/participants.csv"))
@@ -87,7 +88,7 @@ def test_every_csv_download_has_an_excel_variant_with_a_utf8_byte_order_mark(cli
     from analysis.exports import UTF8_BOM
 
     run = finished_run(filled)
-    Participant.objects.filter(study=filled).update(gender="Femme (née à Zürich)")
+    set_answers(Participant.objects.filter(study=filled), gender="Femme (née à Zürich)")
     client.force_login(owner)
     page = client.get(f"/studies/{filled.slug}/exports/").content.decode()
     assert f'/studies/{filled.slug}/exports/participants.csv?excel=1"' in page

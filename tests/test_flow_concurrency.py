@@ -5,38 +5,14 @@ IMMEDIATE transactions serialise writers), and the page is saved only while it
 is still unsubmitted. Runs on both databases; PostgreSQL is the one that matters.
 """
 
-import threading
-
 import pytest
-from django.db import connection
 from django.test import Client
 
-from surveys import services
-from surveys.models import BlockVisit, ItemPlacement, Participant, Rating
+from surveys import drafts, selectors, services
+from surveys.models import BlockVisit, Draft, ItemPlacement, Participant, Rating
+from tests.support.threads import in_threads
 
 PID = "c" * 24
-
-
-def _in_threads(n, work):
-    barrier = threading.Barrier(n)
-    results, errors = [None] * n, []
-
-    def run(i):
-        try:
-            barrier.wait(timeout=10)
-            results[i] = work(i)
-        except Exception as exc:  # surfaced by the assertion below
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    assert not errors, errors
-    return results
 
 
 @pytest.mark.slow
@@ -56,7 +32,7 @@ def test_two_concurrent_service_calls_store_one_set_of_answers(transactional_db,
             ranks={p.pk: (k + i) % 5 + 1 for k, p in enumerate(placements)},
         )
 
-    outcomes = _in_threads(2, lambda i: services.block_answer_submit(
+    outcomes = in_threads(2, lambda i: services.block_answer_submit(
         participant_id=participant.pk, visit_id=visit.pk, answers=answers(i)))
     assert sorted(outcomes) == [services.SubmitOutcome.ALREADY_SAVED, services.SubmitOutcome.SAVED]
     winner = outcomes.index(services.SubmitOutcome.SAVED)
@@ -78,8 +54,37 @@ def test_two_concurrent_posts_from_one_session_store_one_set_of_answers(transact
         data = steps.answers(spec, rating=2 + i)
         return twin.post("/s/tide/page/", data).status_code
 
-    statuses = _in_threads(2, post)
+    statuses = in_threads(2, post)
     assert statuses == [303, 303]  # the loser is sent on to the next page
     assert Rating.objects.count() == 5
     assert len(set(Rating.objects.values_list("value", flat=True))) == 1
     assert Participant.objects.get().visits.filter(submitted_at__isnull=False).count() == 1
+
+
+@pytest.mark.slow
+def test_a_draft_racing_its_pages_submit_never_outlives_it(transactional_db, tide):
+    """The draft takes the submit's lock: it is written before the submit (which deletes it) or
+    refused after it, never left behind for a submitted page."""
+    participant = services.participant_enroll(study=tide, external_id=PID, seed=1)
+    services.participant_instructions_confirm(participant_id=participant.pk)
+    for _ in range(6):
+        state = selectors.participant_state(participant=participant)
+        page = selectors.visit_page_get(visit_id=state.current_visit_id, study=tide)
+        if page.is_check:
+            answers = services.PageAnswers(attention_value=page.visit.attention_check.expected_value)
+        else:
+            answers = services.PageAnswers(
+                ratings={(p.pk, d.pk): 3 for p in page.placements for d in page.dimensions},
+                ranks={p.pk: p.position for p in page.placements},
+            )
+        services.visit_mark_shown(visit_id=page.visit.pk)
+        work = (
+            lambda: drafts.draft_save(participant_id=participant.pk, visit_id=page.visit.pk, fields={"a": "1"}),
+            lambda: services.block_answer_submit(
+                participant_id=participant.pk, visit_id=page.visit.pk, answers=answers
+            ),
+        )
+        _, outcome = in_threads(2, lambda i: work[i]())
+        assert outcome == services.SubmitOutcome.SAVED
+        assert not Draft.objects.exists()
+    assert BlockVisit.objects.filter(submitted_at__isnull=False).count() == 6

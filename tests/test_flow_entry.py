@@ -127,7 +127,7 @@ def test_it_writes_the_code_before_any_page_shows_it(client, tide, steps):
             break
         client.post("/s/tide/page/", steps.answers(spec))
     assert not any("C1TIDE7Q" in html for html in seen)
-    response = client.post("/s/tide/about-you/", {"age": "30-39", "state": "OH"})
+    response = client.post("/s/tide/about-you/", {"age": "34", "state": "OH"})
     assert response.status_code == 303 and response["Location"] == "/s/tide/done/"
     participant = Participant.objects.get()
     assert (participant.status, participant.completion_code) == ("completed", "C1TIDE7Q")

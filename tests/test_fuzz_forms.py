@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from surveys.forms import TAMPER_MESSAGE
-from surveys.models import BlockVisit, FreeTextAnswer, Participant, Rating
+from surveys.models import BlockVisit, Draft, FreeTextAnswer, Participant, Rating
 
 FUZZ = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
@@ -41,21 +41,26 @@ def on_a_block(client, tide, steps):
     return client
 
 
+def _with_junk(data, spec, valid: dict[str, str], *, blank: bool = True) -> tuple[dict[str, str], list[str]]:
+    """``valid`` with junk in at least one answer (never blank junk unless ``blank``); the names changed."""
+    bad = data.draw(st.lists(st.sampled_from(sorted(n for n in valid if n != "visit")), min_size=1, unique=True))
+    posted = dict(valid)
+    for name in bad:
+        allowed = {str(p) for p in spec.check_points} if name == "attention" else {str(i) for i in range(1, 6)}
+        value = data.draw(junk)
+        assume(value not in allowed and (blank or value.strip()))
+        posted[name] = value
+    return posted, bad
+
+
 @pytest.mark.slow
 @FUZZ
 @given(data=st.data())
 def test_block_post_with_bad_values_is_a_400_and_stores_nothing(on_a_block, tide, steps, data):
     _, spec = steps.page(on_a_block, tide)
     valid = {k: str(v) for k, v in steps.answers(spec).items()}
-    names = sorted(valid)
-    bad = data.draw(st.lists(st.sampled_from([n for n in names if n != "visit"]), min_size=1, unique=True))
-    posted = dict(valid)
-    for name in bad:
-        allowed = {str(p) for p in spec.check_points} if name == "attention" else {str(i) for i in range(1, 6)}
-        value = data.draw(junk)
-        assume(value not in allowed)
-        posted[name] = value
-    for name in data.draw(st.lists(st.sampled_from(names), unique=True, max_size=2)):
+    posted, bad = _with_junk(data, spec, valid)
+    for name in data.draw(st.lists(st.sampled_from(sorted(valid)), unique=True, max_size=2)):
         if name not in bad:
             posted.pop(name)
     posted.update(data.draw(st.dictionaries(st.text(min_size=1, max_size=20), junk, max_size=3)))
@@ -126,7 +131,8 @@ def test_wrong_content_types_are_a_400_and_store_nothing(on_a_block, tide, conte
     assert _stored_counts() == before
 
 
-def test_free_text_with_nul_or_too_long_is_a_400(client, most_least, steps):
+def test_free_text_with_nul_or_too_long_is_a_400(client, reasons_per_block, steps):
+    most_least = reasons_per_block
     steps.start(client, most_least)
     _, spec = steps.page(client, most_least)
     text_field = next(iter(spec.texts))
@@ -144,6 +150,8 @@ def test_free_text_with_nul_or_too_long_is_a_400(client, most_least, steps):
 def test_demographics_with_bad_values_is_a_400_and_stores_nothing(at_demographics, tide, answers):
     client, participant = at_demographics
     assume(any(value.strip() for value in answers.values()))
+    draft = client.post(f"/s/{tide.slug}/about-you/draft/", answers)
+    assert draft.status_code == 400 and draft.json()["error"] and not Draft.objects.exists()
     response = client.post(f"/s/{tide.slug}/about-you/", answers)
     participant.refresh_from_db()
     assert response.status_code == 400 and _says_what_was_wrong(response)
@@ -187,3 +195,17 @@ def test_nul_bytes_in_the_panel_parameters_do_not_break_enrolment(client, tide):
     assert response.status_code == 303
     participant = Participant.objects.get(study=tide, external_id="e" * 24)
     assert "\x00" not in participant.panel_study_id + participant.panel_session_id
+
+
+@pytest.mark.slow
+@FUZZ
+@given(data=st.data())
+def test_a_draft_with_bad_values_is_refused_with_a_reason_and_writes_nothing(on_a_block, tide, steps, data):
+    _, spec = steps.page(on_a_block, tide)
+    # A blank value is no junk in a draft: nothing entered yet.
+    posted, _ = _with_junk(data, spec, {k: str(v) for k, v in steps.answers(spec).items()}, blank=False)
+    posted.update(data.draw(st.dictionaries(st.text(min_size=1, max_size=20), junk, max_size=3)))
+    response = on_a_block.post(f"/s/{tide.slug}/page/draft/", posted)
+    assert response.status_code in {400, 409}, response.status_code
+    assert response.json()["error"]
+    assert not Draft.objects.exists()

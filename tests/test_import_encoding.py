@@ -86,7 +86,7 @@ def test_a_text_mode_file_is_located_in_its_bytes(tide, tmp_path):
     with open(tmp_path / "participants.csv", newline="", encoding="utf-8-sig") as handle, pytest.raises(ImportProblems) as caught:
         responses_import(study=tide, participants_file=handle, ratings_file=io.BytesIO(_ratings()))
     assert caught.value.problems == [
-        f"participants.csv:3:race: not UTF-8 text (byte 0xE1 at character 50 of the line); {UTF8}"]
+        f"participants.csv:3:race: not UTF-8 text (byte 0xE1 at character 47 of the line); {UTF8}"]
 
 
 def test_utf8_text_beyond_ascii_still_imports(tide):

@@ -88,6 +88,8 @@ EXPECTED: dict[str, Expect] = {
     "api-run-table": api_endpoint(A + "/runs/{run}/tables/filter_flow/"),
     "api-exports": api_endpoint(A + "/exports/"),
     "api-export": api_endpoint(A + "/exports/participants.csv"),
+    "api-free-text": api_endpoint(A + "/exports/free-text/"),
+    "api-choices": api_endpoint(A + "/exports/choices/"),
     "api-identifiers": api_endpoint(A + "/restricted/identifiers.csv"),
     "api-import-responses": api_endpoint(A + "/imports/responses/", method="POST", owner=400),
     "api-import-gold": api_endpoint(A + "/imports/gold/", method="POST", owner=400),
@@ -105,7 +107,11 @@ EXPECTED: dict[str, Expect] = {
     "researcher:figure_csv": researcher_page(S + "/runs/{run}/figures/rating_means.csv"),
     "researcher:import": researcher_page(S + "/import/"),
     "researcher:exports": researcher_page(S + "/exports/"),
+    "researcher:free_text": researcher_page(S + "/free-text/"),
     "researcher:metrics": researcher_page(S + "/metrics/"),
+    "researcher:raters": researcher_page(S + "/raters/"),
+    # The fixture has no rater link, so even the owner finds none to revoke.
+    "researcher:rater_revoke": researcher_page(S + "/raters/1/revoke/", method="POST", owner=404),
     # The load balancer's probe: public, touches no database.
     "healthz": public("/healthz", 200),
     # An empty text is refused before any model is touched.
@@ -126,6 +132,11 @@ EXPECTED: dict[str, Expect] = {
     "surveys:instructions": public(P + "/instructions/", NO_SESSION, participant=200),
     "surveys:page": public(P + "/page/", NO_SESSION, participant=AT_INSTRUCTIONS),
     "surveys:demographics": public(P + "/about-you/", NO_SESSION, participant=AT_INSTRUCTIONS),
+    # Drafts answer the page's script: 403 without a survey session, 409 when that page is not the
+    # participant's current one (this participant is at the instructions).
+    "surveys:page_draft": Expect(P + "/page/draft/", {**dict.fromkeys(ROLES, 403), "participant": 409}, "POST"),
+    "surveys:demographics_draft": Expect(P + "/about-you/draft/", {**dict.fromkeys(ROLES, 403), "participant": 409},
+                                         "POST"),
     "surveys:done": public(P + "/done/", NO_SESSION, participant=AT_INSTRUCTIONS),
     "surveys:exit": public(P + "/exit/", 200),
     "surveys:left": public(P + "/left/"),

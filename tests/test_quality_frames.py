@@ -9,7 +9,11 @@ import pandas as pd
 import pytest
 
 from analysis import frames
-from analysis.frames import PARTICIPANT_COLUMNS, RATING_COLUMNS, participants_frame, ratings_frame
+from analysis.frames import (
+    PARTICIPANT_COLUMNS_AFTER, PARTICIPANT_COLUMNS_BEFORE, RATING_COLUMNS, participants_frame, ratings_frame,
+)
+
+TIDE_DEMOGRAPHICS = ["age", "sex", "gender", "race", "hispanic", "education", "employment", "state"]
 from surveys.models import AttentionCheck, BlockVisit, Dimension, Item, ItemPlacement, Participant, Rating
 
 T0 = datetime(2025, 3, 3, 9, tzinfo=timezone.utc)
@@ -31,7 +35,7 @@ def test_the_ratings_frame_has_the_contract_columns_and_skips_previews(tide):
     empathy = Dimension.objects.get(study=tide)
     check = AttentionCheck.objects.filter(study=tide).first()
     live = person(tide, "a", status="completed", started_at=T0, finished_at=T0 + timedelta(minutes=20),
-                  completion_code="C", blocks_assigned=2, gender="Woman", state="NY")
+                  completion_code="C", blocks_assigned=2, demographics={"gender": "Woman", "state": "NY"})
     preview = person(tide, "b", is_preview=True)
     q3 = tide.blocks.get(key="Q3")
     first = visit(live, 1, block=q3, seconds=12.5)
@@ -58,7 +62,7 @@ def test_the_ratings_frame_has_the_contract_columns_and_skips_previews(tide):
     assert not frame["best"].any() and not frame["worst"].any()
 
     people = participants_frame(tide.pk)
-    assert list(people.columns) == PARTICIPANT_COLUMNS
+    assert list(people.columns) == PARTICIPANT_COLUMNS_BEFORE + TIDE_DEMOGRAPHICS + PARTICIPANT_COLUMNS_AFTER
     assert people["participant_id"].tolist() == ["p_a"]
     a = people.iloc[0]
     assert (a["attention_checks"], a["attention_failures"], a["attention_passed"]) == (1, 1, False)
@@ -84,7 +88,8 @@ def test_best_worst_studies_get_one_row_per_shown_response(most_least):
 
 def test_an_empty_study_gives_empty_frames_with_the_columns(counselor):
     assert list(ratings_frame(counselor.pk).columns) == RATING_COLUMNS
-    assert list(participants_frame(counselor.pk).columns) == PARTICIPANT_COLUMNS
+    asked = list(counselor.demographic_questions.values_list("key", flat=True))
+    assert list(participants_frame(counselor.pk).columns) == PARTICIPANT_COLUMNS_BEFORE + asked + PARTICIPANT_COLUMNS_AFTER
     assert ratings_frame(counselor.pk).empty and participants_frame(counselor.pk).empty
 
 
@@ -95,16 +100,16 @@ def test_quoted_csv_files_import_through_the_exact_reader(tide):
 
     participants = ('participant_id,started_at,finished_at,attention_passed,age,sex,gender,race,hispanic,'
                     'education,employment,state\n"q1",2025-03-03T09:00:00Z,2025-03-03T09:20:00Z,true,,,"Woman",'
-                    '"Some college, no degree",,,,\n')
+                    '"Some college, but no degree",,,,\n')
     ratings = "participant_id,block_id,response_id,position,rating,rank,block_started_at,block_submitted_at\n"
     ratings += "".join(f'"q1","Q1","Q1-R{k}",{k},{k},,2025-03-03T09:01:00Z,2025-03-03T09:02:00Z\n' for k in range(1, 6))
     with pytest.raises(Exception) as caught:
         responses_import(study=tide, participants_file=io.StringIO(participants), ratings_file=io.StringIO(ratings))
     assert "race" in str(caught.value)  # the comma inside quotes stayed in its cell
-    fixed = participants.replace(',"Woman","Some college, no degree",,,,', ',"Woman",,,"Some college, no degree",,')
+    fixed = participants.replace(',"Woman","Some college, but no degree",,,,', ',"Woman",,,"Some college, but no degree",,')
     report = responses_import(study=tide, participants_file=io.StringIO(fixed), ratings_file=io.StringIO(ratings))
     assert report.ratings_created == 5
-    assert Participant.objects.get(external_id="q1").education == "Some college, no degree"
+    assert Participant.objects.get(external_id="q1").demographics["education"] == "Some college, but no degree"
 
 
 @pytest.mark.parametrize("ids", [[3, 4, 5, 9], [9, 3, 5, 4], [3, 10_000_000, 20_000_000], [20_000_000, 3, 10_000_000]],

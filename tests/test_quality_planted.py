@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from analysis.models import AnalysisRun, ParticipantResult
+from analysis.quality import OUTSIDE_GROUPS
 from analysis.selectors import result_table_frame
 from analysis.tasks import run_analysis
 from tests.support.quality_data import (
@@ -52,17 +53,23 @@ def test_the_filter_flow_is_the_planted_one(planted, planted_run):
     assert planted_run.n_retained == sum(p.excluded_by == "" for p in planted)
 
 
-def test_the_flow_by_gender_counts_the_planted_exclusions(planted, planted_run):
-    table = result_table_frame(run=planted_run, name="filter_flow_by_gender")
-    assert list(table.columns) == ["step", "rule", "gender", "excluded"]
-    got = {(row.rule, row.gender): row.excluded for row in table.itertuples()}
-    labels = {g or "(not answered)" for g in GENDERS}
+def test_the_flow_by_subgroup_counts_the_planted_exclusions(planted, planted_run):
+    """TIDE's gender comparison (Woman vs Man): the planted non-binary and blank answers are in neither group."""
+    table = result_table_frame(run=planted_run, name="filter_flow_by_subgroup")
+    assert list(table.columns) == ["step", "rule", "grouping", "group", "excluded"]
+    gender = table[table["grouping"] == "gender"]
+    got = {(row.rule, row.group): row.excluded for row in gender.itertuples()}
+
+    def group_of(answer: str) -> str:
+        return answer if answer in ("Woman", "Man") else OUTSIDE_GROUPS
+
     expected = {
-        (rule, label): sum(p.excluded_by == rule and (p.gender or "(not answered)") == label for p in planted)
+        (rule, label): sum(p.excluded_by == rule and group_of(p.gender) == label for p in planted)
         for rule in RULES
-        for label in labels
+        for label in {group_of(g) for g in GENDERS}
     }
     assert got == expected
+    assert set(table["grouping"]) == {"age", "education", "gender", "race"}
 
 
 def test_payment_decisions_follow_the_prolific_grounds(planted, planted_run):

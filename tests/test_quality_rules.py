@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from analysis import quality
+from tests.support import stats_data as data
 
 THRESHOLDS = {
     "duration_min_minutes": 10.0, "duration_max_minutes": 75.0, "fast_block_seconds": 10.0,
@@ -152,7 +153,11 @@ def test_it_handles_a_study_with_nobody():
     result = quality.apply_quality_rules(ratings_from_rows([]), participants_from_rows([]).reindex(columns=participants_from_rows([{"participant_id": "x"}]).columns), gold_from_scores({}), THRESHOLDS)
     assert result.participants.empty
     assert result.filter_flow["remaining"].tolist() == [0] * 6
-    assert result.filter_flow_by_gender.empty
+    assert result.filter_flow_by_subgroup is None  # no subgroups declared: no per-subgroup flow
+    with_subgroups = quality.apply_quality_rules(
+        ratings_from_rows([]), participants_from_rows([]).reindex(columns=participants_from_rows([{"participant_id": "x"}]).columns),
+        gold_from_scores({}), THRESHOLDS, data.SUBGROUPS)
+    assert with_subgroups.filter_flow_by_subgroup.empty
 
 
 @settings(max_examples=60, deadline=None)
@@ -161,13 +166,17 @@ def test_it_handles_a_study_with_nobody():
 def test_the_flow_adds_up(people_spec):
     rows = [{"participant_id": f"p{i}", "minutes": m, "attention_failures": f, "blocks_answered": 1 - (a == 0),
              "gender": ["Woman", "Man", ""][a]} for i, (m, f, a) in enumerate(people_spec)]
-    result = quality.apply_quality_rules(ratings_from_rows([]), participants_from_rows(rows), gold_from_scores({}), THRESHOLDS)
+    gender = data.subgroups_named("gender")
+    result = quality.apply_quality_rules(ratings_from_rows([]), participants_from_rows(rows), gold_from_scores({}),
+                                         THRESHOLDS, gender)
     flow = result.filter_flow
     retained = int((result.participants["excluded_by"] == "").sum())
     assert flow["remaining"].iloc[-1] == retained
     assert flow["excluded"].sum() == len(rows) - retained
     assert (flow["flagged_alone"].iloc[1:] >= flow["excluded"].iloc[1:]).all()
-    assert result.filter_flow_by_gender["excluded"].sum() == len(rows) - retained
+    by_group = result.filter_flow_by_subgroup
+    assert by_group["excluded"].sum() == len(rows) - retained  # every excluded person counts in one group
+    assert set(by_group["group"]) <= {"Woman", "Man", quality.OUTSIDE_GROUPS}
 
 
 def test_a_participant_exactly_on_the_straightlining_boundary_is_kept_whatever_the_float_noise():

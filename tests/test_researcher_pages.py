@@ -16,17 +16,11 @@ from analysis import registry, selectors
 from analysis.models import AnalysisRun
 
 from surveys.models import ConsentDecline, Participant, Rating
-from tests.support.researcher import PASSWORD, fill_with_bots, finished_run
+from tests.support.researcher import PASSWORD, field, fill_with_bots, finished_run
 from tests.support.response_files import base_participants, base_ratings, csv_text
 
 # Sign-in failure counters and throttles live in the cache.
 pytestmark = pytest.mark.usefixtures("fresh_cache")
-
-
-def field(page: str, name: str) -> str:
-    match = re.search(rf'data-field="{re.escape(name)}">([^<]*)<', page)
-    assert match, f"no data-field {name}"
-    return match.group(1)
 
 
 # ---------------------------------------------------------------- dashboard

@@ -42,7 +42,7 @@ def test_the_paper_tables_land_first_and_part_tasks_land_the_rest(staged_study, 
     run = queued_run(staged_study)
     assert run_analysis(run.pk) == "running"
     run.refresh_from_db()
-    assert landed(run) == {"filter_flow", "filter_flow_by_gender", *PAPER}
+    assert landed(run) == {"filter_flow", "filter_flow_by_subgroup", *PAPER}
     assert set(run.pending) == set(OTHERS) and (run.status, run.step) == ("running", "parts")
     assert set(result_tables_so_far(run=run)) == landed(run)
     # Nothing of a running run reads as final: not the tables, not the latest done run, not the exports.
@@ -62,7 +62,7 @@ def test_the_paper_tables_land_first_and_part_tasks_land_the_rest(staged_study, 
     assert run_analysis_part.apply(args=parts[-1][1]).get() == "landed"
     run.refresh_from_db()
     assert (run.status, run.step, run.pending, run.failures) == ("done", "done", [], {})
-    assert landed(run) == {"filter_flow", "filter_flow_by_gender", *PAPER, *OTHERS}
+    assert landed(run) == {"filter_flow", "filter_flow_by_subgroup", *PAPER, *OTHERS}
     assert run.finished_at is not None and run.timings["total"] > 0
     assert {f"statistics.{name}" for name in (*PAPER, *OTHERS)} <= set(run.timings)
     assert not fanout.frames_path(run_id=run.pk, attempt=1).exists()  # the shared frames are removed
@@ -155,7 +155,7 @@ def test_with_the_broker_gone_the_run_computes_its_parts_itself(staged_study, se
         assert run_analysis(run.pk) == "done"
     finally:
         app.conf.task_always_eager, app.conf.broker_url, app._pool, app.amqp._producer_pool = previous
-    assert landed(run) == {"filter_flow", "filter_flow_by_gender", *PAPER, *OTHERS}
+    assert landed(run) == {"filter_flow", "filter_flow_by_subgroup", *PAPER, *OTHERS}
 
 
 # ---------------------------------------------------------------- what researchers see meanwhile

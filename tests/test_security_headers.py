@@ -186,21 +186,33 @@ def test_check_deploy_warns_that_without_a_broker_runs_happen_inside_web_request
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("gunicorn") is None and not (Path(sys.executable).parent / "gunicorn").exists(),
                     reason="gunicorn is not installed")
-def test_gunicorn_access_log_never_shows_a_prolific_id(tmp_path):
+def test_gunicorn_access_log_never_shows_a_panel_id_of_any_parameter_name(tmp_path):
     from bench import _stack
 
     pid = "5f8a2b9c1d3e4f5a6b7c8d9e"
+    worker, email = "A2WORKER77XQ", "ann.lee%40example.org"
     database = tmp_path / "db.sqlite3"
     env = _stack.production_env(database_url=f"sqlite:///{database}", SECURE_COOKIES="false")
     _stack.prepare_site(env, collectstatic=False)
+    # A second study whose panel calls its id workerId and takes any id.
+    _stack.manage("shell", "-c", "from surveys.models import Study; s = Study.objects.get(slug='tide'); "
+                  "s.pk, s.slug, s.id_param, s.id_pattern = None, 'mturk', 'workerId', '^[A-Za-z0-9]+$'; s.save()", env=env)
     log = tmp_path / "gunicorn.log"
     server = _stack.Gunicorn(env, 8139, workers=1, log_path=log).start()
     try:
         status, _ = _stack.http_get(server.base_url, f"/s/tide/?PROLIFIC_PID={pid}&STUDY_ID=st-{pid}&SESSION_ID=se-{pid}")
         assert status == 303
         _stack.http_get(server.base_url, f"/s/tide/?participant={pid}")  # a mistyped parameter name
+        status, _ = _stack.http_get(server.base_url, f"/s/mturk/?workerId={worker}&assignmentId=AS{worker}",
+                                    headers={"Referer": f"https://worker.example.com/task?workerId={worker}"})
+        assert status == 303
+        _stack.http_get(server.base_url, f"/s/mturk/?id={email}")  # an e-mail in a parameter of any name
+        _stack.http_get(server.base_url, f"/?{email}")
     finally:
         server.stop()
     text = log.read_text()
     assert "GET /s/tide/?PROLIFIC_PID=" in text, "the access log line is missing: " + text[-2000:]
-    assert pid not in text
+    assert "GET /s/mturk/?workerId=[masked]&assignmentId=[masked]" in text, text[-2000:]
+    assert '"https://worker.example.com/task?workerId=[masked]"' in text  # the Referer field of the default format
+    for secret in (pid, worker, email, "ann.lee"):
+        assert secret not in text, secret

@@ -24,3 +24,22 @@ def test_the_demo_researcher_sees_the_three_studies_in_the_admin(client, monkeyp
     assert Study.objects.count() == 3
     assert client.get("/admin/surveys/participant/").status_code == 200
     assert client.get("/admin/surveys/study/add/").status_code == 403  # read only
+
+
+def test_a_demo_study_people_took_part_in_is_kept_when_its_fixture_changed(monkeypatch, capsys):
+    """A database from an older version: running the demo again keeps its TIDE study instead of failing."""
+    from surveys.definition import parse_definition, read_definition_file
+    from surveys.loader import study_load
+    from tests.support.paths import FIXTURES
+
+    older = read_definition_file(FIXTURES / "tide.json")
+    older["construct"] = "preferred"  # what participants saw before the study declared its construct
+    tide = study_load(definition=parse_definition(older)).study
+    Participant.objects.create(study=tide, external_id="a" * 24, pseudonym="p_old")
+    monkeypatch.setattr(setup_demo, "DEMO_PARTICIPANTS", 1)
+    call_command("setup_demo")
+    out = capsys.readouterr().out
+    assert "tide.json: kept the existing study" in out and "delete the database" in out
+    tide.refresh_from_db()
+    assert tide.construct == "preferred"
+    assert set(Study.objects.values_list("slug", flat=True)) == {"tide", "counselor", "most-least"}

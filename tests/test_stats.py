@@ -71,28 +71,22 @@ def test_it_computes_the_t_interval_like_scipy():
     assert result["sd"] == pytest.approx(np.std(values, ddof=1), abs=TOL)
 
 
-def test_it_classifies_ages_and_leaves_non_answers_out():
-    answers = ["63", "59", "60", "60-69", "18-29", "70+", "55-64", "Prefer not to answer", "", None]
-    assert [S.age_group(a) for a in answers] == [
-        "60+", "under 60", "60+", "60+", "under 60", "60+", None, None, None, None,
-    ]
-
-
 def test_it_builds_each_grouping_as_designed():
     people = pd.DataFrame({
         "participant_id": list("abcdef"),
-        "age": ["61", "30-39", "", "Prefer not to answer", "70+", "59"],
+        "age": ["61", "35", "", "Prefer not to answer", "70", "59"],
         "gender": ["Woman", "Man", "Non-binary", "Prefer not to answer", "Woman", ""],
         "race": ["White or Caucasian", "Asian", "Other/Unknown", "Black or African American", "", "White or Caucasian"],
         "education": ["Graduate or professional degree", "Bachelor's degree", "Prefer not to answer",
                       "Some college but no degree", "Graduate or professional degree", ""],
     })
-    assert S.participant_groups(people, "age").to_dict() == {"a": "60+", "b": "under 60", "e": "60+", "f": "under 60"}
-    assert S.participant_groups(people, "gender").to_dict() == {"a": "Woman", "b": "Man", "e": "Woman"}
-    assert S.participant_groups(people, "race").to_dict() == {
+    age, education, gender, race = data.SUBGROUPS
+    assert S.participant_groups(people, age).to_dict() == {"a": "60+", "b": "under 60", "e": "60+", "f": "under 60"}
+    assert S.participant_groups(people, gender).to_dict() == {"a": "Woman", "b": "Man", "e": "Woman"}
+    assert S.participant_groups(people, race).to_dict() == {
         "a": "White or Caucasian", "b": "other", "d": "other", "f": "White or Caucasian",
     }
-    assert S.participant_groups(people, "education").to_dict() == {
+    assert S.participant_groups(people, education).to_dict() == {
         "a": "Graduate or professional degree", "b": "other", "d": "other", "e": "Graduate or professional degree",
     }
 
@@ -117,7 +111,7 @@ def tiny_win_ratings() -> pd.DataFrame:
 
 
 def test_it_builds_the_win_table_from_a_hand_example():
-    win = S.win_table(tiny_win_ratings()).set_index("model")
+    win = S.win_table(tiny_win_ratings(), **data.WIN).set_index("model")
     # A: zs 4, ft 2.5 -> zero-shot wins; reference 3.5 beats ft only -> 1 point.
     assert win.loc["A", ["zs_mean", "ft_mean", "reference_mean"]].tolist() == [4.0, 2.5, 3.5]
     assert win.loc["A", "winner"] == "zero-shot"
@@ -133,7 +127,7 @@ def test_it_builds_the_win_table_from_a_hand_example():
 
 
 def test_it_summarises_wins_per_scenario():
-    summary = S.win_summary(S.win_table(tiny_win_ratings())).iloc[0]
+    summary = S.win_summary(S.win_table(tiny_win_ratings(), **data.WIN), **data.PAIR).iloc[0]
     assert summary["n_models"] == 3
     assert summary["zs_win_share"] == pytest.approx(1 / 3, abs=TOL)
     assert summary["ft_win_share"] == pytest.approx(1 / 3, abs=TOL)
@@ -149,7 +143,7 @@ def test_it_keeps_the_design_columns_first(ratings, participants):
                    "sd_a", "sd_b", "t", "dof", "p", "p_holm", "cohen_d"],
         "anova": ["scenario", "factor", "level", "F", "df_between", "df_within", "p", "eta_squared"],
     }
-    tables = {"win_table": S.win_table(ratings), "ttests": S.group_ttests(ratings, participants),
+    tables = {"win_table": S.win_table(ratings, **data.WIN), "ttests": S.group_ttests(ratings, participants, subgroups=data.SUBGROUPS),
               "anova": S.regional_anova(ratings, participants)}
     for name, columns in design.items():
         assert list(tables[name].columns[: len(columns)]) == columns
@@ -157,7 +151,7 @@ def test_it_keeps_the_design_columns_first(ratings, participants):
 
 
 def test_it_finds_the_reference_ahead_in_the_generated_win_table(ratings):
-    win = S.win_table(ratings)
+    win = S.win_table(ratings, **data.WIN)
     assert len(win) == 8 * 6
     # The reference is planted 0.8 above every system.
     assert (win["reference_points"] >= 1).all()
@@ -173,14 +167,14 @@ def older_and_younger(participants: pd.DataFrame) -> tuple[set[str], set[str]]:
     """The generator's own age truth, minus the answers that leave a participant out."""
     older, younger = set(), set()
     for person, age in zip(participants["participant_id"], participants["age"]):
-        if age in {"", "Prefer not to answer", "55-64"}:
+        if age in {"", "Prefer not to answer", "sixty"}:
             continue
         (older if data._is_older(age) else younger).add(person)
     return older, younger
 
 
 def test_it_matches_scipy_welch_and_hand_cohen_d(ratings, participants):
-    table = S.group_ttests(ratings, participants)
+    table = S.group_ttests(ratings, participants, subgroups=data.SUBGROUPS)
     older, younger = older_and_younger(participants)
     system = ratings[ratings["model"] == data.AGE_SYSTEM]
     means = system.groupby("participant_id")["rating"].mean()
@@ -209,14 +203,14 @@ def test_it_runs_welch_not_student_when_groups_are_equal_in_size():
     ratings = pd.DataFrame({"participant_id": list("abcdefgh"), "model": "M",
                             "rating": [1.0, 1.1, 0.9, 1.0, 2.0, 6.0, -3.0, 4.0]})
     people = pd.DataFrame({"participant_id": list("abcdefgh"), "gender": ["Woman"] * 4 + ["Man"] * 4})
-    row = S.group_ttests(ratings, people, groupings=["gender"], levels=["participant"]).iloc[0]
+    row = S.group_ttests(ratings, people, subgroups=data.subgroups_named("gender"), levels=["participant"]).iloc[0]
     welch = stats.ttest_ind([1.0, 1.1, 0.9, 1.0], [2.0, 6.0, -3.0, 4.0], equal_var=False)
     assert row["dof"] == pytest.approx(welch.df, abs=TOL)
     assert row["dof"] != pytest.approx(6.0, abs=1e-3)  # Student would give n_a + n_b - 2
 
 
 def test_it_finds_the_planted_age_effect_and_not_the_null_ones(ratings, participants):
-    table = S.group_ttests(ratings, participants)
+    table = S.group_ttests(ratings, participants, subgroups=data.SUBGROUPS)
     age = table.query("grouping == 'age' and level == 'participant'").set_index("model")
     assert age.loc[data.AGE_SYSTEM, "p_holm"] < 0.05
     nulls = age.drop(index=data.AGE_SYSTEM)
@@ -229,7 +223,7 @@ def test_it_finds_the_planted_age_effect_and_not_the_null_ones(ratings, particip
 
 
 def test_it_applies_holm_within_grouping_and_level(ratings, participants):
-    table = S.group_ttests(ratings, participants)
+    table = S.group_ttests(ratings, participants, subgroups=data.SUBGROUPS)
     assert len(table) == 4 * 2 * 9  # 4 groupings x 2 levels x 9 models (the reference is a model)
     for _, family in table.groupby(["grouping", "level"]):
         assert family["p_holm"].tolist() == pytest.approx(hand_holm(family["p"].tolist()), abs=TOL)
@@ -239,7 +233,7 @@ def test_it_applies_holm_within_grouping_and_level(ratings, participants):
 def test_it_reports_small_groups_instead_of_raising():
     ratings = pd.DataFrame({"participant_id": ["a", "b", "c"], "model": "M", "rating": [1.0, 2, 3]})
     people = pd.DataFrame({"participant_id": ["a", "b", "c"], "gender": ["Woman", "Woman", "Man"]})
-    row = S.group_ttests(ratings, people, groupings=["gender"], levels=["participant"]).iloc[0]
+    row = S.group_ttests(ratings, people, subgroups=data.subgroups_named("gender"), levels=["participant"]).iloc[0]
     assert np.isnan(row["t"])
     assert "fewer than 2" in row["note"]
     assert (row["n_a"], row["n_b"]) == (2, 1)
@@ -375,7 +369,7 @@ def test_it_matches_scipy_t_interval_in_descriptives(ratings):
 
 
 def test_it_matches_scipy_wilcoxon_and_hand_rank_biserial(ratings):
-    table = S.paired_zs_ft(ratings).set_index("model")
+    table = S.paired_zs_ft(ratings, **data.PAIR).set_index("model")
     system = ratings[ratings["model"] == data.FT_SYSTEM]
     zs = system[system["condition"] == "zero-shot"].groupby("participant_id")["rating"].mean()
     ft = system[system["condition"] == "fine-tuned"].groupby("participant_id")["rating"].mean()
@@ -399,7 +393,7 @@ def test_it_computes_rank_biserial_by_hand():
 def test_it_tests_each_dimension_separately():
     people = data.make_participants(20, seed=3)
     ratings = data.make_ratings(people, seed=4, dimensions=("resonance", "coherence"))
-    table = S.paired_zs_ft(ratings)
+    table = S.paired_zs_ft(ratings, **data.PAIR)
     assert sorted(table["dimension"].unique()) == ["coherence", "resonance"]
     assert len(table) == 16
     assert table.groupby("dimension")["holm_family"].nunique().eq(1).all()
@@ -667,7 +661,7 @@ def balanced_design(seed: int = 7, n_participants: int = 12) -> pd.DataFrame:
 
 def test_it_fits_the_crossed_mixed_model(ratings):
     design = balanced_design()
-    table = S.mixed_model(design).set_index("term")
+    table = S.mixed_model(**data.PAIR, ratings=design).set_index("term")
     cell = design.groupby(["model", "condition"])["rating"].mean()
     # In a balanced crossed design GLS equals OLS: the fixed effects are cell-mean contrasts.
     assert table.loc["Intercept", "coef"] == pytest.approx(cell[("A", "zero-shot")], abs=1e-6)
@@ -686,7 +680,7 @@ def test_it_fits_the_crossed_mixed_model(ratings):
 
 def test_it_subsamples_participants_for_the_mixed_model_and_says_so():
     design = balanced_design(n_participants=20)
-    table = S.mixed_model(design, max_rows=120, seed=3)
+    table = S.mixed_model(**data.PAIR, ratings=design, max_rows=120, seed=3)
     assert table["note"].str.contains("subsampled 10 of 20 participants").all()
     assert (table["n_obs"] == 120).all()
 
@@ -700,7 +694,7 @@ def test_it_matches_the_odds_ratio_with_the_ordinal_model():
         for i, value in enumerate([2.0] * high + [1.0] * low):
             rows.append({"participant_id": f"{condition}-{i}", "response_id": f"r-{condition}", "model": "A",
                          "condition": condition, "rating": value})
-    table = S.ordinal_model(pd.DataFrame(rows)).set_index("term")
+    table = S.ordinal_model(**data.PAIR, ratings=pd.DataFrame(rows)).set_index("term")
     log_odds_ratio = np.log((ft_high / ft_low) / (zs_high / zs_low))
     assert table.loc["condition[fine-tuned]", "coef"] == pytest.approx(log_odds_ratio, abs=1e-4)
     assert table.loc["cut 1/2", "coef"] == pytest.approx(np.log(zs_low / zs_high), abs=1e-4)
@@ -708,7 +702,7 @@ def test_it_matches_the_odds_ratio_with_the_ordinal_model():
 
 
 def test_it_finds_the_planted_gain_with_the_ordinal_model():
-    table = S.ordinal_model(balanced_design(n_participants=30)).set_index("term")
+    table = S.ordinal_model(**data.PAIR, ratings=balanced_design(n_participants=30)).set_index("term")
     assert table.loc["condition[fine-tuned]:system[B]", "coef"] > 0
     assert table.loc["condition[fine-tuned]:system[B]", "p"] < 0.05
 
@@ -756,7 +750,7 @@ def test_it_detects_a_planted_position_effect_and_mostly_not_a_null_one():
 EXPECTED_ANALYSES = [
     "win_table", "win_summary", "ttests", "anova", "welch_anova", "games_howell", "kruskal", "region_means",
     "descriptives", "wilcoxon", "rank_summary", "friedman", "bradley_terry", "best_worst", "agreement",
-    "rater_loo", "mixed_model", "ordinal_model", "position_bias",
+    "rater_loo", "mixed_model", "ordinal_model", "position_bias", "dimension_wilcoxon", "best_worst_shares",
 ]
 
 
@@ -801,10 +795,10 @@ def test_it_never_mutates_its_inputs(synthetic_study):
 def test_it_sticks_to_one_dimension_for_design_tables_and_says_so():
     people = data.make_participants(10, seed=8)
     ratings = data.make_ratings(people, seed=9, dimensions=("resonance", "coherence"))
-    win = S.win_table(ratings)
+    win = S.win_table(ratings, **data.WIN)
     assert len(win) == 48
     assert win["note"].str.contains("dimension 'resonance' only").all()
-    chosen = S.win_table(ratings, dimension="coherence")
+    chosen = S.win_table(ratings, dimension="coherence", **data.WIN)
     expected = ratings.query("dimension == 'coherence' and model == 'Qwen2.5-3B' and scenario == 'S1' "
                              "and condition == 'zero-shot'")["rating"].mean()
     assert chosen.set_index(["model", "scenario"]).loc[("Qwen2.5-3B", "S1"), "zs_mean"] == pytest.approx(expected)
@@ -825,7 +819,7 @@ def test_it_states_the_holm_family_in_every_table_with_p_values(synthetic_study)
 
 
 def test_it_reports_a_missing_grouping_column_without_dropping_the_others(ratings, participants):
-    table = S.group_ttests(ratings, participants.drop(columns=["race"]), levels=["participant"])
+    table = S.group_ttests(ratings, participants.drop(columns=["race"]), subgroups=data.SUBGROUPS, levels=["participant"])
     race = table[table["grouping"] == "race"]
     assert len(race) == 1 and race["note"].iloc[0] == "missing column: race"
     assert (table["grouping"] == "age").sum() == 9

@@ -10,6 +10,7 @@ row that an analysis run would store as a result.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import numpy as np
@@ -27,7 +28,8 @@ COLUMNS = {
     "wilcoxon": S.WILCOXON_COLUMNS, "rank_summary": S.RANK_SUMMARY_COLUMNS, "friedman": S.FRIEDMAN_COLUMNS,
     "bradley_terry": S.BRADLEY_TERRY_COLUMNS, "best_worst": S.BEST_WORST_COLUMNS, "agreement": S.ALPHA_COLUMNS,
     "rater_loo": S.RATER_LOO_COLUMNS, "mixed_model": S.MODEL_COLUMNS, "ordinal_model": S.MODEL_COLUMNS,
-    "position_bias": S.POSITION_COLUMNS,
+    "position_bias": S.POSITION_COLUMNS, "dimension_wilcoxon": S.DIMENSION_WILCOXON_COLUMNS,
+    "best_worst_shares": S.BEST_WORST_SHARES_COLUMNS,
 }
 LABELS = ["participant_id", "block_id", "scenario", "response_id", "model", "condition", "dimension"]
 
@@ -119,8 +121,8 @@ EXPECTED_NOTES = [
     ("constant ratings", "mixed_model", "all ratings identical"),
     ("constant ratings", "ordinal_model", "all ratings identical"),
     ("constant ratings", "position_bias", "no evidence of bias"),
-    ("ranking only: no ratings", "win_table", "no non-reference ratings"),
-    ("ranking only: no ratings", "win_summary", "no non-reference ratings"),
+    ("ranking only: no ratings", "win_table", "no zero-shot or fine-tuned ratings"),
+    ("ranking only: no ratings", "win_summary", "no zero-shot or fine-tuned ratings"),
     ("ranking only: no ratings", "ttests", "no models or groupings"),
     ("ranking only: no ratings", "region_means", "no ratings from participants with a region"),
     ("ranking only: no ratings", "descriptives", "no ratings"),
@@ -141,7 +143,7 @@ EXPECTED_NOTES = [
     ("only zero-shot", "mixed_model", "only one condition"),
     ("only zero-shot", "ordinal_model", "only one condition"),
     ("only the reference", "bradley_terry", "every ranking holds one item: nothing was ranked above anything"),
-    ("only the reference", "win_table", "no non-reference ratings"),
+    ("only the reference", "win_table", "no zero-shot or fine-tuned ratings"),
     ("nobody gave a region", "anova", "no ratings from participants with a region"),
     ("nobody gave a region", "games_howell", "no ratings from participants with a region"),
     ("nobody gave a region", "region_means", "no ratings from participants with a region"),
@@ -159,7 +161,7 @@ def test_it_still_tests_the_models_with_both_conditions_when_one_model_lacks_one
     # A model without fine-tuned ratings once raised KeyError('p') and lost the whole table.
     lacking = "Qwen2.5-3B"
     ratings = full[~((full["model"] == lacking) & (full["condition"] == "fine-tuned"))]
-    table = S.paired_zs_ft(ratings).set_index("model")
+    table = S.paired_zs_ft(ratings, **data.PAIR).set_index("model")
     assert table.loc[lacking, "note"] == "model lacks a zero-shot or fine-tuned condition"
     assert np.isnan(table.loc[lacking, "p"]) and np.isnan(table.loc[lacking, "p_holm"])
     tested = table.drop(index=lacking)
@@ -170,7 +172,7 @@ def test_it_still_tests_the_models_with_both_conditions_when_one_model_lacks_one
 def test_the_mixed_model_names_the_system_that_lacks_a_condition(full):
     lacking = "Llama-3.2-1B"
     ratings = full[~((full["model"] == lacking) & (full["condition"] == "zero-shot"))]
-    table = S.mixed_model(ratings, max_rows=600)
+    table = S.mixed_model(**data.PAIR, ratings=ratings, max_rows=600)
     assert len(table) == 1
     assert table["note"].iloc[0].endswith(f"a system lacks a condition: {lacking}")
 
@@ -179,7 +181,7 @@ def test_the_ordinal_model_reports_ratings_that_a_term_separates_perfectly(full)
     # Half the systems always get 1, the others always 2: the system terms run off to infinity.
     systems = full[full["condition"] != "reference"]
     low = sorted(systems["model"].unique())[:4]
-    table = S.ordinal_model(systems.assign(rating=np.where(systems["model"].isin(low), 1.0, 2.0)), max_rows=600)
+    table = S.ordinal_model(**data.PAIR, ratings=systems.assign(rating=np.where(systems["model"].isin(low), 1.0, 2.0)), max_rows=600)
     assert len(table) == 1
     assert "singular information matrix" in table["note"].iloc[0]
 
@@ -203,8 +205,8 @@ def test_it_notes_gold_scores_it_cannot_use(gold_case, full):
 
 
 def test_win_summary_passes_on_the_win_tables_note(full):
-    win = S.win_table(full.assign(rating=np.nan))
-    assert S.win_summary(win)["note"].tolist() == ["no non-reference ratings"]
+    win = S.win_table(full.assign(rating=np.nan), **data.WIN)
+    assert S.win_summary(win, **data.PAIR)["note"].tolist() == ["no zero-shot or fine-tuned ratings"]
 
 
 # ---------------------------------------------------------------------------
@@ -223,9 +225,14 @@ def test_it_raises_when_the_ratings_are_not_a_frame(name, full, people):
         run(name, full.to_dict("list"), people)
 
 
-def test_it_raises_on_an_unknown_grouping(full, people):
-    with pytest.raises(KeyError, match="height"):
-        S.group_ttests(full, people, groupings=["age", "height"])
+def test_a_subgroup_on_a_question_the_frame_lacks_gets_a_note(full, people):
+    from analysis.design import Group, Subgroup
+
+    tall = Subgroup("height", "height", Group("tall", at_least=180), Group("short", below=180))
+    table = S.group_ttests(full, people, subgroups=[*data.subgroups_named("age"), tall])
+    height = table[table["grouping"] == "height"]
+    assert len(height) == 1 and height["note"].iloc[0] == "missing column: height"
+    assert table[table["grouping"] == "age"]["p"].notna().any()
 
 
 def test_it_raises_on_an_unknown_measurement_level(full):
@@ -233,7 +240,7 @@ def test_it_raises_on_an_unknown_measurement_level(full):
         S.krippendorff_alpha(full, "ranked")
 
 
-@pytest.mark.parametrize("analysis", [S.win_table, S.position_bias])
+@pytest.mark.parametrize("analysis", [functools.partial(S.win_table, **data.WIN), S.position_bias])
 def test_it_raises_on_ratings_read_as_text(analysis, full):
     with pytest.raises(TypeError):
         analysis(full.assign(rating=full["rating"].astype(str)))
@@ -246,8 +253,8 @@ def test_it_raises_on_ratings_read_as_text_with_participants(full, people):
 
 @pytest.mark.parametrize(("analysis", "options"), [
     (S.bradley_terry, {"n_boot": "200"}),
-    (S.mixed_model, {"max_rows": "20000"}),
-    (S.ordinal_model, {"max_rows": "20000"}),
+    (S.mixed_model, {"max_rows": "20000", **data.PAIR}),
+    (S.ordinal_model, {"max_rows": "20000", **data.PAIR}),
 ])
 def test_it_raises_on_an_option_of_the_wrong_type(analysis, options, full):
     with pytest.raises(TypeError, match="not supported between instances"):
@@ -278,7 +285,7 @@ def _no_item_effect(seed: int) -> pd.DataFrame:
 
 
 def test_a_boundary_fit_of_the_mixed_model_says_so():
-    table = S.mixed_model(_no_item_effect(seed=1))
+    table = S.mixed_model(**data.PAIR, ratings=_no_item_effect(seed=1))
     item_variance = table.loc[table["term"] == "var(item)", "coef"].iloc[0]
     residual = table.loc[table["term"] == "var(residual)", "coef"].iloc[0]
     assert item_variance < 1e-6 * residual  # the situation: statsmodels says nothing about it
@@ -286,7 +293,7 @@ def test_a_boundary_fit_of_the_mixed_model_says_so():
 
 
 def test_a_mixed_model_fit_off_the_boundary_has_no_boundary_note():
-    table = S.mixed_model(_no_item_effect(seed=2))
+    table = S.mixed_model(**data.PAIR, ratings=_no_item_effect(seed=2))
     assert table.loc[table["term"] == "var(item)", "coef"].iloc[0] > 1e-3
     assert "boundary" not in table["note"].iloc[0]
 
@@ -297,10 +304,12 @@ def test_the_ordinal_model_is_converged_where_it_says_so():
 
     from analysis.stats import regression
 
-    table = S.ordinal_model(_no_item_effect(seed=4))
+    table = S.ordinal_model(**data.PAIR, ratings=_no_item_effect(seed=4))
     assert "not converged" not in table["note"].iloc[0]
     # The same model, built here, has a gradient of about zero at the reported estimates.
     frame = _no_item_effect(seed=4).rename(columns={"model": "system"})
+    # As the model sees it: the baseline is the condition's first level (the reference level).
+    frame["condition"] = pd.Categorical(frame["condition"], categories=[data.PAIR["baseline"], data.PAIR["treatment"]])
     levels = np.sort(frame["rating"].unique())
     labels = [f"{level:g}" for level in levels]
     outcome = pd.Categorical(frame["rating"].map(dict(zip(levels, labels))), categories=labels, ordered=True)

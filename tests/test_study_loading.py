@@ -47,10 +47,12 @@ def test_it_loads_the_counselor_study_with_three_dimensions(counselor):
 def test_it_loads_the_most_least_study(most_least):
     assert most_least.best_worst_enabled
     assert most_least.dimensions.count() == 0
+    # No fixed letter per source: the page letters responses by their (random) display position.
     labels = list(Item.objects.filter(block__key="M1", study=most_least).values_list("source_label", flat=True))
-    assert labels == ["A", "B", "C", "D", "E"]
+    assert most_least.letter_labels and labels == [""] * 5
+    assert Item.objects.filter(block__key="M1", study=most_least).count() == 5
     question = most_least.free_text_questions.get()
-    assert question.prompt.startswith("What made certain responses seem more empathetic")
+    assert question.prompt.startswith("What made certain responses seem more empathetic") and not question.per_block
 
 
 def test_the_command_loads_all_three_fixtures(db, capsys):
@@ -89,8 +91,28 @@ MALFORMED = [
      "quality: Value error, duration_max_minutes must be greater than duration_min_minutes"),
     ("fast share above one", lambda d: d["quality"].update(fast_share_max=1.5), "quality.fast_share_max: Input should be less than or equal to 1"),
     ("ranking with uneven blocks", lambda d: d["blocks"][0]["responses"].pop(), "blocks: ranking needs every block to show the same number of responses"),
-    ("unknown demographic", lambda d: d.update(demographics=[{"key": "income", "prompt": "Income?", "choices": ["a"]}]),
-     'demographics[0].key: Value error, unknown demographic "income"'),
+    ("comparison with an unknown condition", lambda d: d["comparison"].update(treatment="fine_tuned"),
+     'comparison.treatment: unknown condition "fine_tuned"'),
+    ("comparison with a reference", lambda d: d["comparison"].update(baseline="reference"),
+     'comparison.baseline: "reference" is a reference condition'),
+    ("subgroup of an unknown demographic", lambda d: d["subgroups"][2].update(demographic="income"),
+     'subgroups[2].demographic: unknown demographic "income"'),
+    ("subgroup with an unknown answer", lambda d: d["subgroups"][1]["group_a"].update(answers=["PhD"]),
+     'subgroups[1].group_a.answers[0]: "PhD" is not an answer of education'),
+    ("number range on a choice question", lambda d: d["subgroups"][2]["group_a"].update(answers=[], at_least=3),
+     "subgroups[2].group_a: at_least/below need a number question; gender is a choice question"),
+    ("region map with an unknown answer", lambda d: d.update(regions={"demographic": "gender", "map": {"Womxn": "A"}}),
+     'regions.map.Womxn: "Womxn" is not an answer of gender'),
+    ("unknown built-in region map", lambda d: d["regions"].update(map="eu_nuts"),
+     'regions.map: unknown built-in map "eu_nuts"'),
+    ("demographic of an unknown type", lambda d: d["demographics"][0].update(type="slider"),
+     'demographics[0]: Value error, unknown type "slider"'),
+    ("number question without a range", lambda d: d["demographics"][0].pop("max"),
+     "demographics[0]: Value error, a number question needs min and max"),
+    ("demographic key taken by a column", lambda d: d["demographics"][0].update(key="region"),
+     'demographics[0].key: "region" is a column of participants.csv already'),
+    ("synonym of no answer", lambda d: d["demographics"][2]["synonyms"].update(W="Womxn"),
+     'demographics[2].synonyms.W: "Womxn" is not an answer of gender'),
 ]
 
 

@@ -270,9 +270,9 @@ def broker_down(settings):
 
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_requests_for_the_same_run_queue_it_once(tide, broker_down):
-    from tests.test_flow_concurrency import _in_threads
+    from tests.support.threads import in_threads
 
-    ids = _in_threads(6, lambda i: runs.analysis_run_create(study=tide, requested_by=f"user{i}").pk)
+    ids = in_threads(6, lambda i: runs.analysis_run_create(study=tide, requested_by=f"user{i}").pk)
     assert len(set(ids)) == 1
     assert list(AnalysisRun.objects.filter(study=tide).values_list("status", flat=True)) == ["queued"]
 

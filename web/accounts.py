@@ -1,8 +1,7 @@
 """Researcher sign-in, rate-limited against password guessing.
 
 Failures are counted per account and per address, in the default cache, which
-every worker shares (Redis with ``REDIS_CACHE_URL``, else the database cache):
-a count kept per worker would let an attacker try workers x the limit.
+every worker shares (``web.ratelimit``).
 
 - An account with ``MAX_FAILURES`` failures in the window is locked, whatever
   the address: this stops guessing one password.
@@ -14,12 +13,11 @@ a count kept per worker would let an attacker try workers x the limit.
 
 from __future__ import annotations
 
-import hashlib
-
 from django.contrib.auth import views as auth_views
-from django.core.cache import cache
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+
+from web.ratelimit import count, digest, increment
 
 MAX_FAILURES = 10
 MAX_ADDRESS_FAILURES = 30
@@ -30,43 +28,30 @@ def _username(request: HttpRequest) -> str:
     return (request.POST.get("username") or "").strip().lower()[:150]
 
 
-def _digest(text: str) -> str:
-    # Cache keys have a length and character limit (memcached-safe); a username may not fit them.
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
-
-
 def _account_key(username: str) -> str:
-    return f"login-fail:account:{_digest(username)}"
+    return f"login-fail:account:{digest(username)}"
 
 
 def _address_key(address: str) -> str:
-    return f"login-fail:address:{_digest(address)}"
+    return f"login-fail:address:{digest(address)}"
 
 
 def _address_account_key(address: str, username: str) -> str:
-    return f"login-fail:address-account:{_digest(address + chr(0) + username)}"
+    return f"login-fail:address-account:{digest(address + chr(0) + username)}"
 
 
 def _too_many(request: HttpRequest) -> bool:
     username, address = _username(request), request.META.get("REMOTE_ADDR", "unknown")
-    if (cache.get(_account_key(username)) or 0) >= MAX_FAILURES:
+    if count(_account_key(username)) >= MAX_FAILURES:
         return True
-    spraying = (cache.get(_address_key(address)) or 0) >= MAX_ADDRESS_FAILURES
-    return spraying and bool(cache.get(_address_account_key(address, username)))
-
-
-def _increment(key: str) -> None:
-    if cache.add(key, 1, WINDOW_SECONDS) is False:
-        try:
-            cache.incr(key)
-        except ValueError:  # expired between add and incr
-            cache.set(key, 1, WINDOW_SECONDS)
+    spraying = count(_address_key(address)) >= MAX_ADDRESS_FAILURES
+    return spraying and count(_address_account_key(address, username)) > 0
 
 
 def _count_failure(request: HttpRequest) -> None:
     username, address = _username(request), request.META.get("REMOTE_ADDR", "unknown")
     for key in (_account_key(username), _address_key(address), _address_account_key(address, username)):
-        _increment(key)
+        increment(key, WINDOW_SECONDS)
 
 
 class RateLimitedLoginView(auth_views.LoginView):

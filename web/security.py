@@ -73,21 +73,64 @@ def with_style_source(policy: str, source: str) -> str:
     return "; ".join(" ".join(directive) for directive in directives)
 
 
-# Any query parameter whose name ends in PID/_ID/SESSION, and bare 24-hex ids.
-_ID_PARAM = re.compile(r"((?:[A-Za-z_]*(?:PID|_ID|SESSION_ID|participant|external_id))=)[^&\s\"']+", re.IGNORECASE)
+# --- panel ids kept out of every log line -------------------------------------------------
+#
+# A study names its id parameter as it likes (PROLIFIC_PID, workerId, id, email), and a
+# mistyped link may use any name, so the query string of every URL in a log line (the
+# request line, a Referer, an error message) has all its values masked except those of
+# the platform's own parameters, which never identify anyone. Elsewhere in a line:
+# ``name=value`` pairs whose name looks like an identifier, anything that looks like an
+# e-mail address (also percent-encoded), Prolific's 24-hex ids, the key values of a
+# database constraint error, and the literals of logged SQL.
+
+#: Query parameters of researcher pages and the API: their values are kept in logs.
+PLAIN_QUERY_PARAMETERS = frozenset({"format", "level", "excel", "confirm", "page", "page_size", "next", "status"})
+
+_URL_QUERY = re.compile(r"(/[^\s?#\"'<>]*\?)([^\s#\"'<>]*)")
+_NAMED_ID = re.compile(
+    r"(?<![\w-])([\w-]*(?:id|session|participant|email|mail|worker|user)=)[^&\s\"'<>]+", re.IGNORECASE)
+_EMAIL = re.compile(r"(?<![\w.%+-])[\w.%+-]+(?:@|%40)[\w-]+(?:\.[\w-]+)+")
 _HEX_ID = re.compile(r"\b[0-9a-f]{24}\b", re.IGNORECASE)
+_KEY_DETAIL = re.compile(r"(Key \([^)]*\)=\()[^)]*(\))")  # PostgreSQL: Key (study_id, external_id)=(3, W123)
+_SQL_LITERAL = re.compile(r"'(?:[^']|'')*'")
+MASK = "[masked]"
+
+
+def _mask_query(match: re.Match) -> str:
+    pairs = []
+    for pair in match.group(2).split("&"):
+        name, has_value, value = pair.partition("=")
+        if has_value and name.lower() in PLAIN_QUERY_PARAMETERS and not _EMAIL.search(value):
+            pairs.append(pair)
+        elif has_value:
+            pairs.append(f"{name}={MASK}")
+        else:
+            pairs.append(MASK if pair else "")
+    return match.group(1) + "&".join(pairs)
 
 
 def mask_identifiers(text: str) -> str:
-    return _HEX_ID.sub("[id]", _ID_PARAM.sub(r"\1[masked]", text))
+    text = _URL_QUERY.sub(_mask_query, text)
+    text = _NAMED_ID.sub(rf"\1{MASK}", text)
+    text = _KEY_DETAIL.sub(rf"\1{MASK}\2", text)
+    text = _EMAIL.sub("[email]", text)
+    return _HEX_ID.sub("[id]", text)
 
 
 class MaskParticipantIdsFilter(logging.Filter):
-    """Keeps panel ids out of every log line (request logs, errors, gunicorn access)."""
+    """Keeps panel ids out of every log line (request logs, errors and their tracebacks,
+    SQL, gunicorn's access log)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
         masked = mask_identifiers(message)
+        if record.name.startswith("django.db.backends"):
+            # Logged queries carry their parameters (an external id among them) as literals.
+            masked = _SQL_LITERAL.sub(f"'{MASK}'", masked)
         if masked != message:
             record.msg, record.args = masked, None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = mask_identifiers(logging.Formatter().formatException(record.exc_info))
+        if record.stack_info:
+            record.stack_info = mask_identifiers(record.stack_info)
         return True

@@ -7,9 +7,9 @@ per test or per cell. Nothing here does I/O, touches Django, or mutates its
 inputs.
 
 The functions live in one module per family (``primitives``, ``comparisons``,
-``demographics``, ``regional``, ``rankings``, ``reliability``,
-``regression``); this package re-exports them, so ``from analysis import
-stats`` and ``stats.win_table(...)`` work as they always did.
+``paired_dimensions``, ``demographics``, ``regional``, ``rankings``,
+``best_worst``, ``reliability``, ``regression``); this package re-exports
+them, so ``from analysis import stats`` and ``stats.win_table(...)`` work as they always did.
 
 Conventions shared by all tables:
 
@@ -35,14 +35,14 @@ from analysis.stats.comparisons import (
     DESCRIPTIVES_COLUMNS, WILCOXON_COLUMNS, WIN_COLUMNS, WIN_SUMMARY_COLUMNS, win_summary_of_ratings, descriptives,
     paired_zs_ft, sensitivity, win_summary, win_table,
 )
-from analysis.stats.demographics import GROUPINGS, LEVELS, TTEST_COLUMNS, age_group, group_ttests, participant_groups
+from analysis.stats.demographics import LEVELS, TTEST_COLUMNS, group_ttests, participant_groups
 from analysis.stats.primitives import (
-    ALPHA, CONFIDENCE, FINE_TUNED, MISSING_ANSWERS, REFERENCE, ZERO_SHOT, cohen_d, eta_squared, holm, mean_ci,
+    ALPHA, CONFIDENCE, MISSING_ANSWERS, cohen_d, eta_squared, holm, mean_ci,
     rank_biserial,
 )
 from analysis.stats.rankings import (
-    BEST_WORST_COLUMNS, BRADLEY_TERRY_COLUMNS, FRIEDMAN_COLUMNS, POSITION_COLUMNS, RANK_SUMMARY_COLUMNS,
-    best_worst_scores, bradley_terry, friedman_by_block, plackett_luce, position_bias, rank_summary,
+    BRADLEY_TERRY_COLUMNS, FRIEDMAN_COLUMNS, POSITION_COLUMNS, RANK_SUMMARY_COLUMNS,
+    bradley_terry, friedman_by_block, plackett_luce, position_bias, rank_summary,
 )
 from analysis.stats.regional import (
     ANOVA_COLUMNS, GAMES_HOWELL_COLUMNS, KRUSKAL_COLUMNS, REGION_MEANS_COLUMNS, WELCH_COLUMNS, region_means,
@@ -53,17 +53,23 @@ from analysis.stats.reliability import (
     ALPHA_COLUMNS, JUDGE_COLUMNS, RATER_LOO_COLUMNS, alpha_from_values, krippendorff_alpha, rater_judge_agreement,
     rater_loo_correlation,
 )
+from analysis.stats.best_worst import (
+    BEST_WORST_COLUMNS, BEST_WORST_SHARES_COLUMNS, best_worst_scores, best_worst_shares,
+)
+from analysis.stats.paired_dimensions import DIMENSION_WILCOXON_COLUMNS, PAIRING_LEVELS, dimension_wilcoxon
 
 __all__ = [
     "ALPHA", "ALPHA_COLUMNS", "ANOVA_COLUMNS", "BEST_WORST_COLUMNS",
-    "BRADLEY_TERRY_COLUMNS", "CONFIDENCE", "DESCRIPTIVES_COLUMNS", "FINE_TUNED", "FRIEDMAN_COLUMNS",
-    "GAMES_HOWELL_COLUMNS", "GROUPINGS", "JUDGE_COLUMNS", "KRUSKAL_COLUMNS", "LEVELS", "MISSING_ANSWERS",
-    "MODEL_COLUMNS", "POSITION_COLUMNS", "RANK_SUMMARY_COLUMNS", "RATER_LOO_COLUMNS", "REFERENCE",
+    "BRADLEY_TERRY_COLUMNS", "CONFIDENCE", "DESCRIPTIVES_COLUMNS", "FRIEDMAN_COLUMNS",
+    "GAMES_HOWELL_COLUMNS", "JUDGE_COLUMNS", "KRUSKAL_COLUMNS", "LEVELS", "MISSING_ANSWERS",
+    "MODEL_COLUMNS", "POSITION_COLUMNS", "RANK_SUMMARY_COLUMNS", "RATER_LOO_COLUMNS",
     "REGION_MEANS_COLUMNS", "TTEST_COLUMNS", "WELCH_COLUMNS", "WILCOXON_COLUMNS", "WIN_COLUMNS",
-    "WIN_SUMMARY_COLUMNS", "ZERO_SHOT", "age_group", "alpha_from_values", "best_worst_scores", "bradley_terry",
+    "WIN_SUMMARY_COLUMNS", "alpha_from_values", "best_worst_scores", "bradley_terry",
     "cohen_d", "descriptives", "eta_squared", "friedman_by_block", "group_ttests", "holm", "krippendorff_alpha",
     "mean_ci", "mixed_model", "ordinal_model", "paired_zs_ft", "participant_groups", "plackett_luce",
     "position_bias", "rank_biserial", "rank_summary", "rater_judge_agreement", "rater_loo_correlation",
     "region_means", "regional_anova", "regional_games_howell", "regional_kruskal", "regional_welch",
     "sensitivity", "win_summary", "win_summary_of_ratings", "win_table",
+    "BEST_WORST_SHARES_COLUMNS", "DIMENSION_WILCOXON_COLUMNS", "PAIRING_LEVELS", "best_worst_shares",
+    "dimension_wilcoxon",
 ]

@@ -1,15 +1,18 @@
-"""Zero-shot vs fine-tuned comparisons: win table, descriptives, paired Wilcoxon, sensitivity.
+"""Baseline vs treatment comparisons: win table, descriptives, paired Wilcoxon, sensitivity.
 
-The paper's head-to-head tables: which condition wins per system x scenario
-and how often the reference beats both (``win_table``, ``win_summary``), the
-per-cell means with t intervals (``descriptives``), the paired signed-rank
-test of fine-tuned vs zero-shot per model (``paired_zs_ft``), and
-``sensitivity``, which reruns any analysis on two retained rating frames.
+The head-to-head tables of a study that declares a comparison (its baseline
+and treatment conditions, any names, e.g. zero-shot and fine-tuned in TIDE):
+which condition wins per system x scenario and how often a reference beats
+both (``win_table``, ``win_summary``), the per-cell means with t intervals
+(``descriptives``), the paired signed-rank test of treatment vs baseline per
+model (``paired_zs_ft``), and ``sensitivity``, which reruns any analysis on
+two retained rating frames. Column names keep DESIGN 3.3's ``zs_``/``ft_``
+prefixes: ``zs`` is the baseline, ``ft`` the treatment.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -17,7 +20,7 @@ import pandas as pd
 from scipy import stats
 
 from analysis.stats.primitives import (
-    FINE_TUNED, REFERENCE, ZERO_SHOT, _join_notes, _missing_columns_note, _note_frame,
+    _join_notes, _missing_columns_note, _note_frame,
     _single_dimension, holm, mean_ci, rank_biserial,
 )
 
@@ -36,12 +39,15 @@ WIN_COLUMNS = [
 ]
 
 
-def _winner(zs_mean: float, ft_mean: float) -> str:
+TIE = "tie"
+
+
+def _winner(zs_mean: float, ft_mean: float, baseline: str, treatment: str) -> str:
     if not (np.isfinite(zs_mean) and np.isfinite(ft_mean)):
         return ""
     if abs(zs_mean - ft_mean) <= _TIE_TOLERANCE:
-        return "tie"
-    return ZERO_SHOT if zs_mean > ft_mean else FINE_TUNED
+        return TIE
+    return baseline if zs_mean > ft_mean else treatment
 
 
 def _reference_points(reference_mean: float, zs_mean: float, ft_mean: float) -> float:
@@ -55,6 +61,9 @@ def _reference_points(reference_mean: float, zs_mean: float, ft_mean: float) -> 
 def win_table(
     ratings: pd.DataFrame,
     *,
+    baseline: str,
+    treatment: str,
+    references: Sequence[str] = (),
     dimension: str | None = None,
     participant: str = "participant_id",
     block: str = "block_id",
@@ -64,13 +73,16 @@ def win_table(
     rating: str = "rating",
     dimension_column: str = "dimension",
 ) -> pd.DataFrame:
-    """Zero-shot vs fine-tuned winner and reference points per system x scenario.
+    """Baseline vs treatment winner and reference points per system x scenario.
 
-    ``reference_mean`` is the mean rating of the reference response(s) shown in
-    the same block(s) as the system's responses; the reference earns 2 points
-    when its mean beats both the zero-shot and the fine-tuned mean, 1 when it
-    beats one of them (ties earn nothing). ``n`` is the number of participants
-    who rated the system in that scenario.
+    ``zs_mean`` is the baseline condition's mean, ``ft_mean`` the treatment's;
+    ``winner`` is the name of the condition with the higher mean, or ``tie``.
+    ``reference_mean`` is the mean rating of the responses of the
+    ``references`` conditions shown in the same block(s) as the system's
+    responses; the reference earns 2 points when its mean beats both the
+    baseline and the treatment mean, 1 when it beats one of them (ties earn
+    nothing); both are blank for a study without references. ``n`` is the
+    number of participants who rated the system in that scenario.
 
     Returns columns ``model, scenario, zs_mean, ft_mean, winner,
     reference_mean, reference_points, n, note``.
@@ -81,21 +93,22 @@ def win_table(
     ...     "participant_id": ["p1"] * 3 + ["p2"] * 3,
     ...     "block_id": "Q1", "scenario": "S1",
     ...     "model": ["A", "A", "Ref"] * 2,
-    ...     "condition": ["zero-shot", "fine-tuned", "reference"] * 2,
+    ...     "condition": ["base", "tuned", "human"] * 2,
     ...     "rating": [4, 2, 5, 3, 3, 3]})
-    >>> win_table(ratings)[["model", "zs_mean", "ft_mean", "winner", "reference_points"]]
-      model  zs_mean  ft_mean     winner  reference_points
-    0     A      3.5      2.5  zero-shot                 2
+    >>> win_table(ratings, baseline="base", treatment="tuned", references=["human"])[
+    ...     ["model", "zs_mean", "ft_mean", "winner", "reference_points"]]
+      model  zs_mean  ft_mean winner  reference_points
+    0     A      3.5      2.5   base                 2
     """
     problem = _missing_columns_note(ratings, [participant, block, scenario, model, condition, rating])
     if problem:
         return _note_frame(WIN_COLUMNS, problem)
     data, dimension_note = _single_dimension(ratings, dimension, dimension_column)
     data = data[[participant, block, scenario, model, condition, rating]].dropna(subset=[rating])
-    systems = data[data[condition] != REFERENCE]
-    references = data[data[condition] == REFERENCE]
+    systems = data[data[condition].isin([baseline, treatment])]
+    reference_rows = data[data[condition].isin(list(references))]
     if systems.empty:
-        return _note_frame(WIN_COLUMNS, _join_notes(dimension_note, "no non-reference ratings"))
+        return _note_frame(WIN_COLUMNS, _join_notes(dimension_note, f"no {baseline} or {treatment} ratings"))
 
     # One grouped pass per quantity, then a loop over the few system x scenario
     # cells: filtering the 1.2 million rows once per cell dominated the time.
@@ -103,25 +116,22 @@ def win_table(
     means = systems.groupby([model, scenario, condition], sort=False, observed=True)[rating].mean()
     participants_per_pair = pairs[participant].nunique()
     blocks_per_pair = pairs[block].unique()
-    by_block = references.groupby(block, sort=False, observed=True)[rating]
+    by_block = reference_rows.groupby(block, sort=False, observed=True)[rating]
     reference_sums, reference_counts = by_block.sum().to_dict(), by_block.count().to_dict()
     rows = []
     for (system, scenario_id), blocks in blocks_per_pair.items():
-        zs_mean = means.get((system, scenario_id, ZERO_SHOT), np.nan)
-        ft_mean = means.get((system, scenario_id, FINE_TUNED), np.nan)
+        zs_mean = means.get((system, scenario_id, baseline), np.nan)
+        ft_mean = means.get((system, scenario_id, treatment), np.nan)
         count = sum(reference_counts.get(b, 0) for b in blocks)
         reference_mean = sum(reference_sums.get(b, 0.0) for b in blocks) / count if count else np.nan
-        missing = [
-            label
-            for label, value in (("zero-shot", zs_mean), ("fine-tuned", ft_mean), ("reference", reference_mean))
-            if not np.isfinite(value)
-        ]
+        expected = [(baseline, zs_mean), (treatment, ft_mean)] + ([("the references", reference_mean)] if references else [])
+        missing = [label for label, value in expected if not np.isfinite(value)]
         rows.append({
             "model": system,
             "scenario": scenario_id,
             "zs_mean": zs_mean,
             "ft_mean": ft_mean,
-            "winner": _winner(zs_mean, ft_mean),
+            "winner": _winner(zs_mean, ft_mean, baseline, treatment),
             "reference_mean": reference_mean,
             "reference_points": _reference_points(reference_mean, zs_mean, ft_mean),
             "n": int(participants_per_pair[(system, scenario_id)]),
@@ -138,19 +148,19 @@ WIN_SUMMARY_COLUMNS = [
 ]
 
 
-def win_summary(win: pd.DataFrame) -> pd.DataFrame:
-    """Per scenario: share of systems where zero-shot / fine-tuned won, and reference points.
+def win_summary(win: pd.DataFrame, *, baseline: str, treatment: str) -> pd.DataFrame:
+    """Per scenario: share of systems where the baseline / the treatment won, and reference points.
 
     Shares are fractions of the systems with a decided comparison (ties
     included in the denominator). ``reference_points_share`` is the points the
     reference earned over the maximum (2 per system). ``win_split`` is the
-    paper's "ZS% / FT%" label.
+    paper's "ZS% / FT%" label (``zs`` = baseline, ``ft`` = treatment).
 
     Examples
     --------
     >>> win = pd.DataFrame({"model": list("ABCDEFGH"), "scenario": "S1",
-    ...     "winner": ["zero-shot"] * 7 + ["fine-tuned"], "reference_points": [2.0] * 8})
-    >>> win_summary(win)[["scenario", "win_split", "reference_points_share"]]
+    ...     "winner": ["base"] * 7 + ["tuned"], "reference_points": [2.0] * 8})
+    >>> win_summary(win, baseline="base", treatment="tuned")[["scenario", "win_split", "reference_points_share"]]
       scenario      win_split  reference_points_share
     0       S1  87.5% / 12.5%                     1.0
     """
@@ -159,10 +169,10 @@ def win_summary(win: pd.DataFrame) -> pd.DataFrame:
         return _note_frame(WIN_SUMMARY_COLUMNS, problem)
     rows = []
     for scenario_id, cells in win.dropna(subset=["scenario"]).groupby("scenario", sort=True):
-        decided = cells[cells["winner"].isin([ZERO_SHOT, FINE_TUNED, "tie"])]
+        decided = cells[cells["winner"].isin([baseline, treatment, TIE])]
         n_models = len(decided)
-        zs_wins = int((decided["winner"] == ZERO_SHOT).sum())
-        ft_wins = int((decided["winner"] == FINE_TUNED).sum())
+        zs_wins = int((decided["winner"] == baseline).sum())
+        ft_wins = int((decided["winner"] == treatment).sum())
         points = cells["reference_points"].dropna()
         zs_share = zs_wins / n_models if n_models else np.nan
         ft_share = ft_wins / n_models if n_models else np.nan
@@ -171,7 +181,7 @@ def win_summary(win: pd.DataFrame) -> pd.DataFrame:
             "n_models": n_models,
             "zs_wins": zs_wins,
             "ft_wins": ft_wins,
-            "ties": int((decided["winner"] == "tie").sum()),
+            "ties": int((decided["winner"] == TIE).sum()),
             "zs_win_share": zs_share,
             "ft_win_share": ft_share,
             "win_split": f"{zs_share:.1%} / {ft_share:.1%}" if n_models else "",
@@ -186,9 +196,10 @@ def win_summary(win: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=WIN_SUMMARY_COLUMNS)
 
 
-def win_summary_of_ratings(ratings: pd.DataFrame, **kwargs: Any) -> pd.DataFrame:
+def win_summary_of_ratings(ratings: pd.DataFrame, *, baseline: str, treatment: str, **kwargs: Any) -> pd.DataFrame:
     """``win_summary(win_table(ratings))``: the registry's analyses take the ratings frame first."""
-    return win_summary(win_table(ratings, **kwargs))
+    win = win_table(ratings, baseline=baseline, treatment=treatment, **kwargs)
+    return win_summary(win, baseline=baseline, treatment=treatment)
 
 
 # ---------------------------------------------------------------------------
@@ -213,7 +224,7 @@ def descriptives(
 
     Examples
     --------
-    >>> ratings = pd.DataFrame({"model": "A", "condition": "zero-shot", "scenario": "S1",
+    >>> ratings = pd.DataFrame({"model": "A", "condition": "base", "scenario": "S1",
     ...                         "rating": [2.0, 4, 4, 5]})
     >>> descriptives(ratings)[["n", "mean", "ci_low", "ci_high"]].round(3)
        n  mean  ci_low  ci_high
@@ -238,7 +249,7 @@ def descriptives(
 
 
 # ---------------------------------------------------------------------------
-# Paired zero-shot vs fine-tuned
+# Paired baseline vs treatment
 # ---------------------------------------------------------------------------
 
 WILCOXON_COLUMNS = [
@@ -252,27 +263,30 @@ WILCOXON_COLUMNS = [
 def paired_zs_ft(
     ratings: pd.DataFrame,
     *,
+    baseline: str,
+    treatment: str,
     participant: str = "participant_id",
     model: str = "model",
     condition: str = "condition",
     rating: str = "rating",
     dimension_column: str = "dimension",
 ) -> pd.DataFrame:
-    """Wilcoxon signed-rank test of fine-tuned vs zero-shot, per model (x dimension).
+    """Wilcoxon signed-rank test of the treatment vs the baseline condition, per model (x dimension).
 
-    Each participant contributes one pair: their mean zero-shot and mean
-    fine-tuned rating of the model; participants missing either are left
+    Each participant contributes one pair: their mean baseline and mean
+    treatment rating of the model; participants missing either are left
     out. scipy's defaults apply (zero differences dropped; exact p for small
     samples without ties). ``W`` is scipy's two-sided statistic,
-    min(W+, W-). ``rank_biserial`` is positive when fine-tuned is rated
-    higher. Holm across models within each dimension.
+    min(W+, W-). ``rank_biserial`` is positive when the treatment is rated
+    higher. Holm across models within each dimension. ``median_zs`` is the
+    baseline's median, ``median_ft`` the treatment's.
 
     Examples
     --------
     >>> ratings = pd.DataFrame({"participant_id": np.repeat(list("abcdef"), 2), "model": "A",
-    ...     "condition": ["zero-shot", "fine-tuned"] * 6,
+    ...     "condition": ["base", "tuned"] * 6,
     ...     "rating": [2.0, 4, 3, 4, 2, 3, 1, 4, 3, 2, 2, 5]})
-    >>> paired_zs_ft(ratings)[["n", "W", "rank_biserial"]].round(3)
+    >>> paired_zs_ft(ratings, baseline="base", treatment="tuned")[["n", "W", "rank_biserial"]].round(3)
        n    W  rank_biserial
     0  6  2.0           0.81
     """
@@ -280,12 +294,13 @@ def paired_zs_ft(
     if problem:
         return _note_frame(WILCOXON_COLUMNS, problem)
     data = ratings.dropna(subset=[rating])
-    data = data[data[condition].isin([ZERO_SHOT, FINE_TUNED])]
+    data = data[data[condition].isin([baseline, treatment])]
     data = data.assign(_dimension=data[dimension_column] if dimension_column in data.columns else "")
     rows = []
     for dimension_id, dimension_rows in data.groupby("_dimension", sort=True):
         family_rows = [
-            {"model": system, "dimension": dimension_id, **_wilcoxon_row(cells, participant, condition, rating)}
+            {"model": system, "dimension": dimension_id,
+             **_wilcoxon_row(cells, participant, condition, rating, baseline, treatment)}
             for system, cells in dimension_rows.groupby(model, sort=True)
         ]
         for row, p_holm in zip(family_rows, holm([row["p"] for row in family_rows])):
@@ -293,18 +308,20 @@ def paired_zs_ft(
             row["holm_family"] = f"dimension={dimension_id or 'all'} (across {len(family_rows)} models)"
         rows.extend(family_rows)
     if not rows:
-        return _note_frame(WILCOXON_COLUMNS, "no zero-shot or fine-tuned ratings")
+        return _note_frame(WILCOXON_COLUMNS, f"no {baseline} or {treatment} ratings")
     return pd.DataFrame(rows, columns=WILCOXON_COLUMNS)
 
 
-def _wilcoxon_row(cells: pd.DataFrame, participant: str, condition: str, rating: str) -> dict[str, Any]:
+def _wilcoxon_row(
+    cells: pd.DataFrame, participant: str, condition: str, rating: str, baseline: str, treatment: str
+) -> dict[str, Any]:
     means = cells.pivot_table(index=participant, columns=condition, values=rating, aggfunc="mean")
-    if ZERO_SHOT not in means or FINE_TUNED not in means:
+    if baseline not in means or treatment not in means:
         # p stays missing (and out of the Holm family) so the other models' tests still run.
-        note = "model lacks a zero-shot or fine-tuned condition"
+        note = f"model lacks a {baseline} or {treatment} condition"
         return {"n": 0, "n_nonzero": 0, "p": np.nan, "note": note}
-    pairs = means[[ZERO_SHOT, FINE_TUNED]].dropna()
-    zs, ft = pairs[ZERO_SHOT].to_numpy(dtype=float), pairs[FINE_TUNED].to_numpy(dtype=float)
+    pairs = means[[baseline, treatment]].dropna()
+    zs, ft = pairs[baseline].to_numpy(dtype=float), pairs[treatment].to_numpy(dtype=float)
     differences = ft - zs
     row = {"n": int(zs.size), "n_nonzero": int((differences != 0).sum()),
            "median_zs": np.median(zs) if zs.size else np.nan, "median_ft": np.median(ft) if ft.size else np.nan,
@@ -337,8 +354,8 @@ def sensitivity(
 
     Examples
     --------
-    >>> with_rule = pd.DataFrame({"model": "A", "condition": "zero-shot", "scenario": "S1", "rating": [3.0, 4]})
-    >>> without_rule = pd.DataFrame({"model": "A", "condition": "zero-shot", "scenario": "S1",
+    >>> with_rule = pd.DataFrame({"model": "A", "condition": "base", "scenario": "S1", "rating": [3.0, 4]})
+    >>> without_rule = pd.DataFrame({"model": "A", "condition": "base", "scenario": "S1",
     ...                              "rating": [3.0, 4, 1]})
     >>> sensitivity(descriptives, with_rule, without_rule)[["variant", "n", "mean"]]
                             variant  n      mean

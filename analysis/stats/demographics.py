@@ -1,14 +1,14 @@
-"""Demographic group comparisons: who is in which group, and Welch t-tests between the groups.
+"""Subgroup comparisons: who is in which group, and Welch t-tests between the groups.
 
-``participant_groups`` turns survey answers into the two groups of each
-grouping (age 60+ vs under 60, education, gender, race); ``group_ttests``
-compares the groups' ratings of each model with Welch's t-test and a signed
-Cohen's d, at the participant and at the rating level.
+The groupings are the study's: each ``analysis.design.Subgroup`` (declared in
+the definition) says which answers put a participant in group a, which in
+group b, and which leave them out. ``participant_groups`` applies one;
+``group_ttests`` compares the groups' ratings of each model with Welch's
+t-test and a signed Cohen's d, at the participant and at the rating level.
 """
 
 from __future__ import annotations
 
-import re
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -17,17 +17,11 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from analysis.design import Subgroup
 from analysis.stats.primitives import (
-    _is_missing_answer, _join_notes, _missing_columns_note, _note_frame, _single_dimension, cohen_d, holm,
+    _join_notes, _missing_columns_note, _note_frame, _single_dimension, cohen_d, holm,
 )
 
-#: grouping -> (group_a label, group_b label); see :func:`participant_groups`.
-GROUPINGS: dict[str, tuple[str, str]] = {
-    "age": ("60+", "under 60"),
-    "education": ("Graduate or professional degree", "other"),
-    "gender": ("Woman", "Man"),
-    "race": ("White or Caucasian", "other"),
-}
 LEVELS = ("participant", "rating")
 
 
@@ -41,75 +35,27 @@ TTEST_COLUMNS = [
 ]
 
 
-
-def age_group(answer: Any) -> str | None:
-    """``"60+"``, ``"under 60"`` or ``None`` (not answered, or a band straddling 60).
-
-    Examples
-    --------
-    >>> [age_group(a) for a in ["63", "59", "60-69", "18-29", "70+", "55-64", "Prefer not to answer", ""]]
-    ['60+', 'under 60', '60+', 'under 60', '60+', None, None, None]
-    """
-    if _is_missing_answer(answer):
-        return None
-    text = str(answer).strip()
-    if re.fullmatch(r"\d+", text):
-        return "60+" if int(text) >= 60 else "under 60"
-    open_band = re.fullmatch(r"(\d+)\s*\+", text)
-    if open_band:
-        return "60+" if int(open_band.group(1)) >= 60 else None
-    band = re.fullmatch(r"(\d+)\s*[-\u2013]\s*(\d+)", text)
-    if band:
-        low, high = int(band.group(1)), int(band.group(2))
-        if low >= 60:
-            return "60+"
-        if high < 60:
-            return "under 60"
-    return None
-
-
-def _group_label(grouping: str, answer: Any) -> str | None:
-    """The group of one demographic answer, or None when it leaves the grouping."""
-    if _is_missing_answer(answer):
-        return None
-    if grouping == "age":
-        return age_group(answer)
-    group_a, group_b = GROUPINGS[grouping]
-    text = str(answer).strip()
-    if text == group_a:
-        return group_a
-    if grouping == "gender":
-        # Woman vs Man: other genders are not "the other group".
-        return group_b if text == group_b else None
-    return group_b
-
-
 def participant_groups(
-    participants: pd.DataFrame, grouping: str, *, participant: str = "participant_id"
+    participants: pd.DataFrame, subgroup: Subgroup, *, participant: str = "participant_id"
 ) -> pd.Series:
-    """Group label per participant id for one grouping; left-out participants are dropped.
-
-    ``age``: 60+ vs under 60 (integers or age bands; a band straddling 60 is
-    left out). ``education``: "Graduate or professional degree" vs any other
-    answer. ``gender``: Woman vs Man (other genders are left out of this
-    grouping). ``race``: "White or Caucasian" vs any other answer. Blank,
-    "Other/Unknown" and "Prefer not to answer" leave the participant out of
-    that grouping only.
+    """Group label per participant id for one subgroup comparison; left-out participants are dropped.
 
     Examples
     --------
+    >>> from analysis.design import Group
+    >>> by_gender = Subgroup("gender", "gender", Group("Woman", frozenset({"Woman"})),
+    ...                      Group("Man", frozenset({"Man"})))
     >>> people = pd.DataFrame({"participant_id": ["a", "b", "c"],
     ...                        "gender": ["Woman", "Non-binary", "Man"]})
-    >>> participant_groups(people, "gender").to_dict()
+    >>> participant_groups(people, by_gender).to_dict()
     {'a': 'Woman', 'c': 'Man'}
     """
-    answers = participants[grouping]
+    answers = participants[subgroup.demographic]
     # One call per distinct answer, not per participant (10,000 participants, a handful of answers).
-    label_of = {answer: _group_label(grouping, answer) for answer in pd.unique(answers.dropna())}
+    label_of = {answer: subgroup.label_of(answer) for answer in pd.unique(answers.dropna())}
     labels = answers.map(label_of).to_numpy(dtype=object)
     result = pd.Series(labels, index=participants[participant].to_numpy(), dtype=object)
     return result.dropna()
-
 
 
 def _welch_row(a: np.ndarray, b: np.ndarray) -> dict[str, Any]:
@@ -148,7 +94,7 @@ def group_ttests(
     ratings: pd.DataFrame,
     participants: pd.DataFrame,
     *,
-    groupings: Sequence[str] = tuple(GROUPINGS),
+    subgroups: Sequence[Subgroup],
     levels: Sequence[str] = LEVELS,
     dimension: str | None = None,
     participant: str = "participant_id",
@@ -156,11 +102,11 @@ def group_ttests(
     rating: str = "rating",
     dimension_column: str = "dimension",
 ) -> pd.DataFrame:
-    """Welch t-tests of each demographic grouping, per model, at two levels.
+    """Welch t-tests of each subgroup comparison (``grouping`` = its key), per model, at two levels.
 
     ``level="participant"`` compares each participant's mean rating of the
-    model (all of that model's responses: zero-shot and fine-tuned; the
-    reference model is tested as a model of its own). ``level="rating"``
+    model (all of that model's responses, whatever their condition; a
+    reference system is tested as a model of its own). ``level="rating"``
     treats every rating as independent, as the TIDE paper did; that overstates
     significance and is exported for comparison only. Holm runs within
     grouping x level (across models). ``cohen_d`` uses the pooled SD and is
@@ -170,9 +116,12 @@ def group_ttests(
     --------
     >>> ratings = pd.DataFrame({"participant_id": list("abcdef"), "model": "M",
     ...                         "rating": [4.0, 5, 4, 2, 3, 2]})
+    >>> from analysis.design import Group
+    >>> by_gender = Subgroup("gender", "gender", Group("Woman", frozenset({"Woman"})),
+    ...                      Group("Man", frozenset({"Man"})))
     >>> people = pd.DataFrame({"participant_id": list("abcdef"),
     ...                        "gender": ["Woman"] * 3 + ["Man"] * 3})
-    >>> out = group_ttests(ratings, people, groupings=["gender"], levels=["participant"])
+    >>> out = group_ttests(ratings, people, subgroups=[by_gender], levels=["participant"])
     >>> out[["group_a", "group_b", "n_a", "n_b", "dof", "cohen_d"]].round(2)
       group_a group_b  n_a  n_b  dof  cohen_d
     0   Woman     Man    3    3  4.0     3.46
@@ -192,13 +141,13 @@ def group_ttests(
     models = list(model_names)
     rows_of_model = [np.flatnonzero(model_codes == code) for code in range(len(models))]
     rows = []
-    for grouping in groupings:
-        group_a, group_b = GROUPINGS[grouping]
-        if grouping not in participants.columns:
+    for subgroup in subgroups:
+        grouping, group_a, group_b = subgroup.key, subgroup.group_a.label, subgroup.group_b.label
+        if subgroup.demographic not in participants.columns:
             rows.append({"grouping": grouping, "group_a": group_a, "group_b": group_b,
-                         "note": f"missing column: {grouping}"})
+                         "note": f"missing column: {subgroup.demographic}"})
             continue
-        labels = participant_groups(participants, grouping, participant=participant)
+        labels = participant_groups(participants, subgroup, participant=participant)
         # 0: group a, 1: group b, -1: left out of this grouping.
         side = pd.Series(np.where(labels.to_numpy() == group_a, 0, 1), index=labels.index)
         person_side = side.reindex(pd.Index(participant_ids)).fillna(-1).to_numpy(dtype=np.int64)

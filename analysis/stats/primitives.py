@@ -17,14 +17,11 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-ZERO_SHOT = "zero-shot"
-FINE_TUNED = "fine-tuned"
-REFERENCE = "reference"
 ALPHA = 0.05
 CONFIDENCE = 0.95
 
-#: Answers that leave a participant out of a demographic grouping.
-MISSING_ANSWERS = frozenset({"", "nan", "none", "other/unknown", "prefer not to answer"})
+#: Values that mean "no answer" (a blank cell, a missing value; or no region).
+MISSING_ANSWERS = frozenset({"", "nan", "none"})
 
 
 # ---------------------------------------------------------------------------

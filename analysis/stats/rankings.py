@@ -1,9 +1,10 @@
-"""Rankings and positions: mean ranks, Friedman, Plackett-Luce strengths, best-worst, position bias.
+"""Rankings and positions: mean ranks, Friedman, Plackett-Luce strengths, position bias.
 
-The analyses of the ranking and best-worst tasks (``rank_summary``,
-``friedman_by_block``, ``bradley_terry`` over ``plackett_luce``,
-``best_worst_scores``) and of the display order (``position_bias``: does the
-mean rating depend on where a response was shown?).
+The analyses of the ranking task (``rank_summary``, ``friedman_by_block``,
+``bradley_terry`` over ``plackett_luce``) and of the display order
+(``position_bias``: does the mean rating depend on where a response was
+shown?). The most/least (best-worst) choices have their own module,
+``analysis.stats.best_worst``.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def rank_summary(
     Examples
     --------
     >>> ratings = pd.DataFrame({"response_id": ["Q1-R1", "Q1-R2"] * 2, "block_id": "Q1",
-    ...     "scenario": "S1", "model": ["A", "B"] * 2, "condition": "zero-shot", "rank": [1.0, 2, 2, 1]})
+    ...     "scenario": "S1", "model": ["A", "B"] * 2, "condition": "base", "rank": [1.0, 2, 2, 1]})
     >>> rank_summary(ratings).query("unit == 'model'")[["model", "n", "mean_rank"]]
       model  n  mean_rank
     4     A  2        1.5
@@ -226,7 +227,7 @@ def bradley_terry(
     Examples
     --------
     >>> ratings = pd.DataFrame({"participant_id": np.repeat(list("abc"), 2), "block_id": "Q1",
-    ...     "model": ["A", "B"] * 3, "condition": "zero-shot", "rank": [1.0, 2, 1, 2, 2, 1]})
+    ...     "model": ["A", "B"] * 3, "condition": "base", "rank": [1.0, 2, 1, 2, 2, 1]})
     >>> bradley_terry(ratings, n_boot=0)[["model", "strength", "worth"]].round(4)
       model  strength   worth
     0     A    0.3466  0.6667
@@ -293,64 +294,6 @@ def _bootstrap_ci(distinct: np.ndarray, which: np.ndarray, owners: np.ndarray, n
         warnings.simplefilter("ignore", RuntimeWarning)
         draws[~np.isfinite(draws)] = np.nan
         return np.nanpercentile(draws, tail, axis=0), np.nanpercentile(draws, 100 - tail, axis=0)
-
-
-# ---------------------------------------------------------------------------
-# Best-worst
-# ---------------------------------------------------------------------------
-
-BEST_WORST_COLUMNS = [
-    "model", "condition", "n_shown", "n_participants", "best", "worst", "best_minus_worst", "normalized", "note",
-]
-
-
-def best_worst_scores(
-    ratings: pd.DataFrame,
-    *,
-    participant: str = "participant_id",
-    block: str = "block_id",
-    model: str = "model",
-    condition: str = "condition",
-    best: str = "best",
-    worst: str = "worst",
-) -> pd.DataFrame:
-    """Best, worst and best-minus-worst counts per source (model x condition).
-
-    ``normalized = (best - worst) / n_shown``, from -1 (always worst) to +1
-    (always best). ``note`` flags participant x block sets without exactly
-    one best and one worst (they are still counted).
-
-    Examples
-    --------
-    >>> ratings = pd.DataFrame({"participant_id": np.repeat(["a", "b"], 3), "block_id": "Q1",
-    ...     "model": ["A", "B", "C"] * 2, "condition": "zero-shot",
-    ...     "best": [True, False, False, True, False, False],
-    ...     "worst": [False, False, True, False, True, False]})
-    >>> best_worst_scores(ratings)[["model", "best", "worst", "normalized"]]
-      model  best  worst  normalized
-    0     A     2      0         1.0
-    1     B     0      1        -0.5
-    2     C     0      1        -0.5
-    """
-    problem = _missing_columns_note(ratings, [participant, block, model, best, worst])
-    if problem:
-        return _note_frame(BEST_WORST_COLUMNS, problem)
-    data = ratings.assign(
-        _best=ratings[best].fillna(False).astype(bool),
-        _worst=ratings[worst].fillna(False).astype(bool),
-        _condition=ratings[condition] if condition in ratings.columns else "",
-    )
-    per_set = data.groupby([participant, block])[["_best", "_worst"]].sum()
-    irregular = int(((per_set["_best"] != 1) | (per_set["_worst"] != 1)).sum())
-    note = f"{irregular} participant x block sets without exactly one best and one worst" if irregular else ""
-    table = data.groupby([model, "_condition"], sort=True).agg(
-        n_shown=("_best", "size"), n_participants=(participant, "nunique"),
-        best=("_best", "sum"), worst=("_worst", "sum"),
-    ).reset_index().rename(columns={model: "model", "_condition": "condition"})
-    table["best_minus_worst"] = table["best"] - table["worst"]
-    table["normalized"] = table["best_minus_worst"] / table["n_shown"]
-    table["note"] = note
-    return table[BEST_WORST_COLUMNS]
 
 
 # ---------------------------------------------------------------------------

@@ -18,7 +18,7 @@ import pandas as pd
 from scipy import stats
 
 from analysis.stats.primitives import (
-    CONFIDENCE, FINE_TUNED, ZERO_SHOT, _join_notes, _missing_columns_note, _note_frame, _single_dimension,
+    CONFIDENCE, _join_notes, _missing_columns_note, _note_frame, _single_dimension,
     _subsample_participants,
 )
 
@@ -32,30 +32,32 @@ MODEL_COLUMNS = [
 ]
 _MODEL_P = "none: Wald tests of one model's coefficients"
 
-_FORMULA = "rating ~ C(condition, Treatment('zero-shot')) * C(system)"
+# ``condition`` is a categorical whose first level is the baseline, so patsy takes it as the reference level.
+_FORMULA = "rating ~ C(condition) * C(system)"
+_FORMULA_ONE_SYSTEM = "rating ~ C(condition)"
 
 
 def _model_frame(ratings: pd.DataFrame, dimension: str | None, max_rows: int | None, seed: int,
-                 columns: dict[str, str]) -> tuple[pd.DataFrame, str]:
-    """Non-reference ratings with canonical column names, subsampled by participant if large."""
+                 columns: dict[str, str], baseline: str, treatment: str) -> tuple[pd.DataFrame, str]:
+    """Baseline and treatment ratings with canonical column names, subsampled by participant if large."""
     data, dimension_note = _single_dimension(ratings, dimension, columns["dimension_column"])
     data = data.dropna(subset=[columns["rating"]])
     # The reference is its own system and its own condition, so it cannot sit
     # in a condition x system design: it would be a perfectly confounded cell.
-    data = data[data[columns["condition"]].isin([ZERO_SHOT, FINE_TUNED])]
+    data = data[data[columns["condition"]].isin([baseline, treatment])]
     frame = pd.DataFrame({
         "rating": data[columns["rating"]].to_numpy(dtype=float),
-        "condition": data[columns["condition"]].to_numpy(),
+        "condition": pd.Categorical(data[columns["condition"]].to_numpy(), categories=[baseline, treatment]),
         "system": data[columns["model"]].to_numpy(),
         "participant_id": data[columns["participant"]].to_numpy(),
         "response_id": data[columns["response"]].to_numpy(),
     })
     frame, subsample_note = _subsample_participants(frame, max_rows, seed, "participant_id")
-    return frame, _join_notes(dimension_note, "reference responses excluded (condition = system)", subsample_note)
+    return frame, _join_notes(dimension_note, "only the baseline and treatment conditions enter", subsample_note)
 
 
 def _clean_term(term: str) -> str:
-    """``C(condition, Treatment('zero-shot'))[T.fine-tuned]`` -> ``condition[fine-tuned]``."""
+    """``C(condition)[T.fine-tuned]`` -> ``condition[fine-tuned]``."""
     return re.sub(r"C\((\w+)(?:, Treatment\([^)]*\))?\)\[T\.([^\]]*)\]", r"\1[\2]", term)
 
 
@@ -72,9 +74,9 @@ def _coefficient_table(params: pd.Series, se: pd.Series, frame: pd.DataFrame, no
     })[MODEL_COLUMNS]
 
 
-def _design_problem(frame: pd.DataFrame) -> str:
+def _design_problem(frame: pd.DataFrame, baseline: str, treatment: str) -> str:
     if frame.empty:
-        return "no zero-shot or fine-tuned ratings"
+        return f"no {baseline} or {treatment} ratings"
     if frame["condition"].nunique() < 2:
         return "only one condition"
     if frame["participant_id"].nunique() < 2:
@@ -218,6 +220,8 @@ def _largest_gradient(model_spec: Any, params: pd.Series) -> float:
 def mixed_model(
     ratings: pd.DataFrame,
     *,
+    baseline: str,
+    treatment: str,
     max_rows: int | None = 20_000,
     seed: int = 0,
     dimension: str | None = None,
@@ -233,8 +237,8 @@ def mixed_model(
     Fitted by REML with statsmodels ``MixedLM``: one constant group and
     variance components ``participant`` (``0 + C(participant_id)``) and
     ``item`` (``0 + C(response_id)``), which is how statsmodels expresses
-    crossed random effects. The intercept is zero-shot of the alphabetically
-    first system. Reference responses are excluded. Rows
+    crossed random effects. The intercept is the baseline condition of the
+    alphabetically first system; only baseline and treatment ratings enter. Rows
     ``var(participant)``, ``var(item)`` and ``var(residual)`` give the
     variance components (no SE). Large frames are subsampled by participant
     (``max_rows``, ``seed``); ``note`` says so.
@@ -244,17 +248,17 @@ def mixed_model(
     >>> rng = np.random.default_rng(1)
     >>> ratings = pd.DataFrame({"participant_id": np.repeat([f"p{i}" for i in range(8)], 4),
     ...     "response_id": ["r1", "r2", "r3", "r4"] * 8, "model": ["A", "A", "B", "B"] * 8,
-    ...     "condition": ["zero-shot", "fine-tuned"] * 16, "rating": rng.integers(1, 6, 32).astype(float)})
-    >>> mixed_model(ratings)["term"].tolist()
-    ['Intercept', 'condition[fine-tuned]', 'system[B]', 'condition[fine-tuned]:system[B]', 'var(item)', 'var(participant)', 'var(residual)']
+    ...     "condition": ["base", "tuned"] * 16, "rating": rng.integers(1, 6, 32).astype(float)})
+    >>> mixed_model(ratings, baseline="base", treatment="tuned")["term"].tolist()
+    ['Intercept', 'condition[tuned]', 'system[B]', 'condition[tuned]:system[B]', 'var(item)', 'var(participant)', 'var(residual)']
     """
     problem = _missing_columns_note(ratings, [participant, response, model, condition, rating])
     if problem:
         return _note_frame(MODEL_COLUMNS, problem)
     columns = dict(participant=participant, response=response, model=model, condition=condition,
                              rating=rating, dimension_column=dimension_column)
-    frame, note = _model_frame(ratings, dimension, max_rows, seed, columns)
-    problem = _design_problem(frame)
+    frame, note = _model_frame(ratings, dimension, max_rows, seed, columns, baseline, treatment)
+    problem = _design_problem(frame, baseline, treatment)
     if problem:
         return _note_frame(MODEL_COLUMNS, _join_notes(note, problem))
     lacking = _systems_lacking_a_condition(frame)
@@ -264,7 +268,7 @@ def mixed_model(
     import statsmodels.formula.api as smf
 
     frame = frame.assign(group=1)
-    formula = _FORMULA if frame["system"].nunique() > 1 else "rating ~ C(condition, Treatment('zero-shot'))"
+    formula = _FORMULA if frame["system"].nunique() > 1 else _FORMULA_ONE_SYSTEM
     # One group holding every row: the variance-component designs (a column per participant, per item) are
     # mostly zeros, and sparse algebra does the same REML computation several times faster than dense.
     model_spec = smf.mixedlm(formula, frame, groups="group", re_formula="0", use_sparse=True,
@@ -283,6 +287,8 @@ def mixed_model(
 def ordinal_model(
     ratings: pd.DataFrame,
     *,
+    baseline: str,
+    treatment: str,
     max_rows: int | None = 20_000,
     seed: int = 0,
     dimension: str | None = None,
@@ -301,30 +307,30 @@ def ordinal_model(
     effects); the clustering absorbs within-participant correlation only.
     Cut-point rows follow statsmodels' parameterisation: ``cut 1/2`` is the
     first threshold and each later ``log-increment a/b`` is the log of the
-    gap to the previous threshold. Reference responses are excluded.
+    gap to the previous threshold. Only baseline and treatment ratings enter.
 
     Examples
     --------
     >>> rng = np.random.default_rng(1)
     >>> ratings = pd.DataFrame({"participant_id": np.repeat([f"p{i}" for i in range(10)], 4),
     ...     "response_id": ["r1", "r2", "r3", "r4"] * 10, "model": ["A", "A", "B", "B"] * 10,
-    ...     "condition": ["zero-shot", "fine-tuned"] * 20, "rating": rng.integers(1, 4, 40).astype(float)})
-    >>> ordinal_model(ratings)["term"].tolist()
-    ['condition[fine-tuned]', 'system[B]', 'condition[fine-tuned]:system[B]', 'cut 1/2', 'log-increment 2/3']
+    ...     "condition": ["base", "tuned"] * 20, "rating": rng.integers(1, 4, 40).astype(float)})
+    >>> ordinal_model(ratings, baseline="base", treatment="tuned")["term"].tolist()
+    ['condition[tuned]', 'system[B]', 'condition[tuned]:system[B]', 'cut 1/2', 'log-increment 2/3']
     """
     problem = _missing_columns_note(ratings, [participant, response, model, condition, rating])
     if problem:
         return _note_frame(MODEL_COLUMNS, problem)
     columns = dict(participant=participant, response=response, model=model, condition=condition,
                              rating=rating, dimension_column=dimension_column)
-    frame, note = _model_frame(ratings, dimension, max_rows, seed, columns)
-    problem = _design_problem(frame)
+    frame, note = _model_frame(ratings, dimension, max_rows, seed, columns, baseline, treatment)
+    problem = _design_problem(frame, baseline, treatment)
     if problem:
         return _note_frame(MODEL_COLUMNS, _join_notes(note, problem))
     levels = np.sort(frame["rating"].unique())
     labels = [f"{level:g}" for level in levels]
     outcome = pd.Categorical(frame["rating"].map(dict(zip(levels, labels))), categories=labels, ordered=True)
-    formula = _FORMULA if frame["system"].nunique() > 1 else "rating ~ C(condition, Treatment('zero-shot'))"
+    formula = _FORMULA if frame["system"].nunique() > 1 else _FORMULA_ONE_SYSTEM
     data = frame.assign(rating=outcome)
     model_spec = _logit_ordered_model().from_formula(formula, data, distr="logit")
     clusters = pd.factorize(frame["participant_id"])[0]

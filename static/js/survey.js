@@ -10,6 +10,8 @@
 
   function toArray(list) { return Array.prototype.slice.call(list); }
 
+  var ANSWERS_CHANGED = "survey:answers-changed";
+
   function initRanking(fieldset) {
     var list = fieldset.querySelector("[data-rank-list]");
     var status = fieldset.querySelector("[data-rank-status]");
@@ -52,6 +54,8 @@
       rows().forEach(function (row, i) { selectOf(row).value = String(i + 1); });
       updateButtons();
       showState(true);
+      // Setting a select's value fires no change event: tell the draft (below) the answers changed.
+      fieldset.dispatchEvent(new CustomEvent(ANSWERS_CHANGED, { bubbles: true }));
     }
 
     function announce(row) {
@@ -152,6 +156,67 @@
     fieldset.classList.add("is-enhanced");
   }
 
+  // Drafts: what is entered on the page is kept on the server as it changes (after a short pause),
+  // so that a reload, a return through the study link or another device finds it again: the
+  // server fills the page in from it. A draft is never an answer; the page still counts only when
+  // it is submitted, and without this script the page works as before (nothing is kept).
+  function initDraft(form) {
+    var url = form.getAttribute("data-draft-url");
+    if (!url || !window.fetch || !window.FormData || !window.URLSearchParams) { return; }
+    var PAUSE_MS = 700;
+    var token = form.querySelector("[name=csrfmiddlewaretoken]");
+    var timer = null;
+    var sending = false;
+    var stopped = false;
+    var kept = entered();
+
+    function entered() { return new URLSearchParams(new FormData(form)).toString(); }
+
+    function post(body, keepalive) {
+      return window.fetch(url, {
+        method: "POST",
+        body: body,
+        credentials: "same-origin",
+        keepalive: keepalive,
+        headers: { "Content-Type": "application/x-www-form-urlencoded", "X-CSRFToken": token ? token.value : "" }
+      });
+    }
+
+    function send() {
+      timer = null;
+      var body = entered();
+      if (stopped || body === kept) { return; }
+      // One request at a time, so an older state never lands after a newer one.
+      if (sending) { schedule(); return; }
+      sending = true;
+      post(body, false).then(function (response) {
+        if (response.ok) { kept = body; }
+        // The session ended, or the page is no longer the current one (submitted in another tab):
+        // nothing more to keep here. Other refusals are retried with the next change.
+        if (response.status === 403 || response.status === 409) { stopped = true; }
+      }, function () { /* offline: the next change tries again */ }).then(function () { sending = false; });
+    }
+
+    function schedule() {
+      window.clearTimeout(timer);
+      timer = window.setTimeout(send, PAUSE_MS);
+    }
+
+    ["change", "input", ANSWERS_CHANGED].forEach(function (type) { form.addEventListener(type, schedule); });
+    form.addEventListener("submit", function () {
+      stopped = true;
+      window.clearTimeout(timer);
+    });
+    // Leaving (a reload, closing the tab) during the pause: send now, in a request that outlives the page.
+    window.addEventListener("pagehide", function () {
+      if (timer === null || stopped) { return; }
+      window.clearTimeout(timer);
+      timer = null;
+      var body = entered();
+      if (body !== kept) { post(body, true).catch(function () {}); }
+    });
+  }
+
   // The sticky message must never cover the focused control (WCAG 2.2, 2.4.11):
   // keep the scroll padding equal to its height whenever it is sticky.
   function keepFocusClearOfScenario() {
@@ -184,6 +249,7 @@
 
   document.documentElement.classList.add("js");
   toArray(document.querySelectorAll("[data-ranking]")).forEach(initRanking);
+  toArray(document.querySelectorAll("form[data-draft-url]")).forEach(initDraft);
   keepFocusClearOfScenario();
   focusErrorSummary();
 }());

@@ -183,11 +183,11 @@ def block_plan(p: Planted, index: int, blocks: list[tuple[str, list[str]]], gold
 
 def _demographics(i: int, gender: str) -> list[str]:
     states = ["CA", "NY", "TX", "IL", "DC", "", "wa", "Outside the US"]
-    ages = ["25", "34", "18-29", "61", "70+", "45", "52", "Prefer not to say"]
+    ages = ["25", "34", "19", "61", "70", "45", "52", "prefer not to answer"]
     return [ages[i % 8], "female" if gender == "Woman" else ("Male" if gender == "Man" else ""), gender,
             ["White", "Asian", "Black or African American", ""][i % 4], ["No", "yes", ""][i % 3],
-            ["Bachelor's degree", "bachelors", "Graduate or professional degree", ""][i % 4],
-            ["Employed full-time", "Student", "retired", ""][i % 4], states[i % 8]]
+            ["Bachelor's degree", "bachelor's DEGREE", "Graduate or professional degree", ""][i % 4],
+            ["Working full-time", "Student", "retired", ""][i % 4], states[i % 8]]
 
 
 @dataclass
@@ -257,8 +257,8 @@ def live_participants_create(study, people: list[Planted]) -> None:
         participant = Participant.objects.create(
             study=study, external_id=p.external_id, pseudonym=pseudonym_for(key=study.pseudonym_key, external_id=p.external_id),
             status="completed" if finished else "in_progress", started_at=start, finished_at=finished,
-            blocks_assigned=24, completion_code=study.completion_code if finished else "", gender=p.gender,
-            age="30-39", state="OH",
+            blocks_assigned=24, completion_code=study.completion_code if finished else "",
+            demographics={"age": "35", "state": "OH"} | ({"gender": p.gender} if p.gender else {}),
         )
         sequence = 0
         for b, (block, shown, ratings, ranks, started, submitted) in enumerate(block_plan(p, i, blocks, gold)):

@@ -8,6 +8,7 @@ in ``tests/conftest.py``.
 from __future__ import annotations
 
 import random
+import re
 from datetime import datetime, timedelta, timezone
 
 from django.contrib.auth import get_user_model
@@ -56,3 +57,10 @@ def narrow_analyses(monkeypatch, names) -> None:
     from analysis import registry
 
     monkeypatch.setattr(registry, "ANALYSES", {name: registry.ANALYSES[name] for name in names})
+
+
+def field(page: str, name: str) -> str:
+    """The text of the dashboard element marked ``data-field="name"``."""
+    match = re.search(rf'data-field="{re.escape(name)}">([^<]*)<', page)
+    assert match, f"no data-field {name}"
+    return match.group(1)

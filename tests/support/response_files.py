@@ -15,8 +15,8 @@ def base_participants() -> list[list[str]]:
     return [
         P_HEADER,
         ["pA", "2025-03-03T09:00:00Z", "2025-03-03T09:30:00Z", "true", "34", "female", " woman ", "White",
-         "No", "bachelors", "Student", "ca"],
-        ["pB", "2025-03-03T10:00:00+00:00", "", "", "60-69", "Male", "Man", "Asian", "", "", "", ""],
+         "No", "bachelor's degree", "Student", "ca"],
+        ["pB", "2025-03-03T10:00:00+00:00", "", "", "63", "Male", "Man", "Asian", "", "", "", ""],
     ]
 
 

@@ -51,19 +51,17 @@ def tide_items() -> pd.DataFrame:
 
 
 def make_participants(n_participants: int = 120, seed: int = 0) -> pd.DataFrame:
-    """Participants with mixed age formats and a share of non-answers in every field."""
+    """Participants with ages in years (as TIDE asks) and a share of non-answers in every field."""
     rng = np.random.default_rng(seed)
     ids = [f"P{i:03d}" for i in range(n_participants)]
     ages = []
     for _ in ids:
         kind = rng.random()
         older = rng.random() < 0.4
-        if kind < 0.6:
+        if kind < 0.9:
             ages.append(str(int(rng.integers(60, 85) if older else rng.integers(18, 60))))
-        elif kind < 0.9:
-            ages.append(str(rng.choice(["60-69", "70+"] if older else ["18-29", "30-39", "40-49"])))
         else:
-            ages.append(str(rng.choice(["Prefer not to answer", "", "55-64"])))
+            ages.append(str(rng.choice(["Prefer not to answer", "", "sixty"])))
     regions = rng.choice(REGIONS + [""], size=n_participants, p=[0.22, 0.22, 0.22, 0.26, 0.08])
     return pd.DataFrame({
         "participant_id": ids,
@@ -164,8 +162,31 @@ def registered_analyses() -> dict:
             if a.function is not None and set(a.inputs) <= {"ratings", "participants"}}
 
 
+def tide_design():
+    """The design of the TIDE fixture (zero-shot -> fine-tuned, a reference, DESIGN 3.3's subgroups, US regions)."""
+    import json
+
+    from analysis.design import design_of
+    from surveys.definition import parse_definition
+    from tests.support.paths import FIXTURES
+
+    return design_of(parse_definition(json.loads((FIXTURES / "tide.json").read_text())))
+
+
+TIDE = tide_design()
+#: Keyword arguments of the baseline-vs-treatment analyses for the generated TIDE-like frames.
+PAIR = {"baseline": TIDE.baseline, "treatment": TIDE.treatment}
+WIN = {**PAIR, "references": TIDE.references}
+SUBGROUPS = TIDE.subgroups
+
+
+def subgroups_named(*keys: str) -> tuple:
+    return tuple(s for s in SUBGROUPS if s.key in keys)
+
+
 def run_registered(name: str, ratings, participants, **options):
-    """One registered analysis on these frames, its inputs in the order the registry declares."""
+    """One registered analysis on these frames (with the TIDE design's keywords), inputs in registry order."""
     analysis = registered_analyses()[name]
     frames = {"ratings": ratings, "participants": participants}
-    return analysis.function(*(frames[i] for i in analysis.inputs), **options)
+    design = TIDE.options_for(analysis.design_options)
+    return analysis.function(*(frames[i] for i in analysis.inputs), **(design | options))

@@ -7,5 +7,16 @@ from surveys.loader import study_load
 from tests.support.paths import FIXTURES
 
 
-def load_fixture(name: str):
-    return study_load(definition=parse_definition(read_definition_file(FIXTURES / name))).study
+def load_fixture(name: str, *, recruitment: dict | None = None):
+    """The fixture as ``load_study`` loads it; ``recruitment`` replaces its recruitment section."""
+    definition = read_definition_file(FIXTURES / name)
+    if recruitment is not None:
+        definition["recruitment"] = recruitment
+    return study_load(definition=parse_definition(definition)).study
+
+
+def set_answers(participants, **answers: str) -> None:
+    """Overwrite some demographic answers of every participant in a queryset (kept in one JSON column)."""
+    for participant in participants:
+        participant.demographics = {**participant.demographics, **answers}
+        participant.save(update_fields=["demographics"])

@@ -6,6 +6,8 @@ from django.contrib.auth.models import Permission
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
+from surveys.definition import parse_definition, read_definition_file
+from surveys.loader import StudyLocked, study_load
 from surveys.models import Participant, Study
 
 DEMO_USERNAME = "researcher"
@@ -18,7 +20,8 @@ class Command(BaseCommand):
     help = "Load the three demo studies and a demo researcher who owns them (idempotent)."
 
     def handle(self, *args, **options) -> None:
-        call_command("load_study", *[str(settings.BASE_DIR / f) for f in FIXTURES], stdout=self.stdout)
+        for fixture in FIXTURES:
+            self._load_demo_study(settings.BASE_DIR / fixture)
         user, _ = get_user_model().objects.get_or_create(username=DEMO_USERNAME, defaults={"is_staff": True})
         user.is_staff = True
         user.set_password(DEMO_PASSWORD)
@@ -37,3 +40,17 @@ class Command(BaseCommand):
             f"\nDemo researcher: {DEMO_USERNAME} / {DEMO_PASSWORD}  (sign in at {site}/accounts/login/)\n"
             f"Participant link: {site}/s/tide/?PROLIFIC_PID={secrets.token_hex(12)}&STUDY_ID=demo&SESSION_ID=demo\n"
         ))
+
+    def _load_demo_study(self, path) -> None:
+        """Load one demo fixture; a demo study that people already took part in is kept as it is.
+
+        A database made by an older version keeps its demo study when the fixture has since
+        changed what participants see: running the demo again must not fail on it.
+        """
+        try:
+            result = study_load(definition=parse_definition(read_definition_file(path)))
+        except StudyLocked as exc:
+            self.stdout.write(self.style.WARNING(
+                f"{path.name}: kept the existing study ({exc}); delete the database to load the new version"))
+            return
+        self.stdout.write(f'study "{result.study.slug}" {"created" if result.created else "loaded"}')

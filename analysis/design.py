@@ -1,0 +1,187 @@
+"""A study's design as the analyses see it: what it compares, asks and groups by.
+
+Built from the study's definition (``surveys.definition``), never from names
+in the code: the baseline and treatment conditions, the references, the
+construct judged, the demographic questions, the subgroup comparisons, the
+region map, and the features (``analysis.registry.FEATURES``) that decide
+which analyses a run computes. ``design_of`` is pure; ``study_design`` reads
+the study.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from analysis.regions import STATE_REGION
+from surveys.definition import PREFER_NOT, GroupDef, StudyDefinition, SubgroupDef
+
+#: Built-in region maps: name -> (answer -> region).
+BUILT_IN_REGION_MAPS: dict[str, Mapping[str, str]] = {"us_census": STATE_REGION}
+
+
+@dataclass(frozen=True)
+class Group:
+    """One side of a subgroup comparison (see ``surveys.definition.GroupDef``)."""
+
+    label: str
+    answers: frozenset[str] = frozenset()
+    at_least: float | None = None
+    below: float | None = None
+    rest: bool = False
+
+    @classmethod
+    def of(cls, spec: GroupDef) -> "Group":
+        return cls(spec.label, frozenset(spec.answers), spec.at_least, spec.below, spec.rest)
+
+    def takes(self, answer: str) -> bool:
+        if self.answers:
+            return answer in self.answers
+        if self.rest:
+            return False  # decided by the subgroup, after the other group
+        try:
+            number = float(answer)
+        except ValueError:
+            return False
+        if not math.isfinite(number):
+            return False
+        return (self.at_least is None or number >= self.at_least) and (self.below is None or number < self.below)
+
+
+@dataclass(frozen=True)
+class Subgroup:
+    """A two-group comparison on one demographic answer (a ``grouping`` of ttests.csv).
+
+    Examples
+    --------
+    >>> older = Subgroup("age", "age", Group("60+", at_least=60), Group("under 60", below=60))
+    >>> [older.label_of(a) for a in ["63", "59", "", "Prefer not to answer", "sixty"]]
+    ['60+', 'under 60', None, None, None]
+    >>> degree = Subgroup("education", "education", Group("Graduate", frozenset({"Graduate"})),
+    ...                   Group("other", rest=True), leave_out=frozenset({"Other/Unknown"}))
+    >>> [degree.label_of(a) for a in ["Graduate", "High school", "Other/Unknown"]]
+    ['Graduate', 'other', None]
+    """
+
+    key: str
+    demographic: str
+    group_a: Group
+    group_b: Group
+    leave_out: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(cls, spec: SubgroupDef) -> "Subgroup":
+        return cls(spec.key, spec.demographic, Group.of(spec.group_a), Group.of(spec.group_b),
+                   frozenset(spec.leave_out))
+
+    def label_of(self, answer: Any) -> str | None:
+        """The group an answer puts a participant in; None leaves them out of this comparison only."""
+        if answer is None or (isinstance(answer, float) and math.isnan(answer)):
+            return None
+        text = str(answer).strip()
+        if text == "" or text == PREFER_NOT or text in self.leave_out:
+            return None
+        for group in (self.group_a, self.group_b):
+            if group.takes(text):
+                return group.label
+        for group in (self.group_a, self.group_b):
+            if group.rest:
+                return group.label
+        return None
+
+
+@dataclass(frozen=True)
+class Design:
+    """What a study compares and asks, for the analyses (see the module docstring)."""
+
+    construct: str = "preferred"
+    baseline: str | None = None
+    treatment: str | None = None
+    references: tuple[str, ...] = ()
+    demographics: tuple[str, ...] = ()
+    subgroups: tuple[Subgroup, ...] = ()
+    region_demographic: str | None = None
+    region_map: Mapping[str, str] = field(default_factory=dict)
+    region_map_name: str = ""
+    has_ratings: bool = True
+    has_ranking: bool = False
+    has_best_worst: bool = False
+    has_gold: bool = False
+
+    @property
+    def features(self) -> frozenset[str]:
+        present = {
+            "ratings": self.has_ratings,
+            "ranking": self.has_ranking,
+            "best_worst": self.has_best_worst,
+            "comparison": self.baseline is not None,
+            "references": bool(self.references),
+            "subgroups": bool(self.subgroups),
+            "regions": self.region_demographic is not None,
+            "gold": self.has_gold,
+        }
+        return frozenset(name for name, on in present.items() if on)
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """Every keyword an analysis may ask of the design (``Analysis.design_options``)."""
+        return {"baseline": self.baseline, "treatment": self.treatment, "references": self.references,
+                "subgroups": self.subgroups}
+
+    def options_for(self, design_options: tuple[str, ...]) -> dict[str, Any]:
+        return {name: self.options[name] for name in design_options}
+
+    def region_of(self, answer: Any) -> str:
+        """The region of one answer to the region question; "" when blank, unmapped or the study has no regions."""
+        if answer is None or not self.region_map:
+            return ""
+        text = str(answer).strip()
+        if self.region_map_name == "us_census":
+            text = text.upper()
+        return self.region_map.get(text, "")
+
+    @property
+    def us_map(self) -> bool:
+        """Regions are US Census regions, so the results page can draw them on a US map."""
+        return self.region_map_name == "us_census"
+
+
+def design_of(definition: StudyDefinition, *, has_gold: bool = False) -> Design:
+    """The design of a validated definition (pure)."""
+    regions = definition.regions
+    region_map: Mapping[str, str] = {}
+    region_map_name = ""
+    if regions is not None:
+        if isinstance(regions.map, str):
+            region_map_name, region_map = regions.map, BUILT_IN_REGION_MAPS[regions.map]
+        else:
+            region_map = dict(regions.map)
+    comparison = definition.comparison
+    return Design(
+        construct=definition.construct,
+        baseline=comparison.baseline if comparison else None,
+        treatment=comparison.treatment if comparison else None,
+        references=tuple(definition.reference_conditions),
+        demographics=tuple(q.key for q in definition.demographics),
+        subgroups=tuple(Subgroup.of(spec) for spec in definition.subgroups),
+        region_demographic=regions.demographic if regions else None,
+        region_map=region_map,
+        region_map_name=region_map_name,
+        has_ratings=bool(definition.dimensions),
+        has_ranking=definition.ranking,
+        has_best_worst=definition.best_worst,
+        has_gold=has_gold,
+    )
+
+
+def study_design(study_id: int) -> Design:
+    """The design of a stored study, from the definition it was loaded from."""
+    from analysis.models import GoldScore
+    from surveys.models import Study
+
+    study = Study.objects.only("definition").get(pk=study_id)
+    definition = StudyDefinition.model_validate(study.definition)
+    has_gold = GoldScore.objects.filter(item__block__study_id=study_id).exists()
+    return design_of(definition, has_gold=has_gold)

@@ -1,0 +1,116 @@
+"""Panel ids never reach a log line, whatever the study calls its id parameter.
+
+Lines go through the logging configured in config/settings.py (the same filter is
+on gunicorn's loggers in config/gunicorn.conf.py); the real gunicorn access log is
+checked in tests/test_security_headers.py.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+from contextlib import contextmanager
+
+import pytest
+from django.db import connection
+from django.test import Client
+from gunicorn.config import Config
+
+from surveys.models import Participant
+from web.security import mask_identifiers
+
+WORKER = "A2WORKER77XQ"
+EMAIL = "ann.lee+hev@example.org"
+
+
+@contextmanager
+def captured_log():
+    """What the configured console handler writes, whichever logger the record came through."""
+    handler = next(h for h in logging.getLogger("django.server").handlers if h.get_name() == "console")
+    stream = io.StringIO()
+    previous = handler.setStream(stream)
+    try:
+        yield stream
+    finally:
+        handler.setStream(previous)
+
+
+@pytest.mark.parametrize(
+    ("line", "secret", "kept"),
+    [
+        ('"GET /s/mturk/?workerId=A2WORKER77XQ&assignmentId=3X HTTP/1.1" 303', WORKER, "workerId=[masked]"),
+        ('"GET /s/any/?id=W-1234 HTTP/1.1" 303', "W-1234", "/s/any/?id=[masked]"),
+        ('"GET /s/any/?email=ann.lee%2Bhev%40example.org HTTP/1.1" 303', "ann.lee", "email=[masked]"),
+        ('"GET /s/any/?who=ann.lee+hev@example.org HTTP/1.1" 303', "ann.lee", "who=[masked]"),
+        ('"GET /?A2WORKER77XQ HTTP/1.1" 200', WORKER, "/?[masked]"),  # a bare value
+        ('"GET /api/participants/ann.lee@example.org/ HTTP/1.1" 404', "ann.lee", "/api/participants/[email]/"),
+        ('"GET /api/studies/?format=ann.lee%40example.org HTTP/1.1" 400', "ann.lee", "format=[masked]"),
+        ("mail from ann.lee+hev@example.org bounced", "ann.lee", "mail from [email] bounced"),
+        ("Key (study_id, external_id)=(3, W-1234) already exists.", "W-1234", "external_id)=([masked])"),
+        ("note workerId=A2WORKER77XQ in a message", WORKER, "workerId=[masked] in"),
+    ],
+)
+def test_it_masks_ids_in_any_parameter_and_e_mails_anywhere(line, secret, kept):
+    masked = mask_identifiers(line)
+    assert secret not in masked
+    assert kept in masked
+
+
+def test_it_keeps_the_platform_s_own_harmless_parameters_readable():
+    line = '"GET /studies/tide/runs/4/?level=rating HTTP/1.1" 200 "GET /api/studies/?format=csv&page=2"'
+    assert mask_identifiers(line) == line
+
+
+def test_a_study_s_own_id_parameter_is_masked_in_the_request_logs(db, tide):
+    tide.id_param, tide.id_pattern = "workerId", r"^[A-Z0-9]+$"
+    tide.save()
+    link = f"/s/tide/?workerId={WORKER}&STUDY_ID=s1&SESSION_ID=s2"
+    with captured_log() as log:
+        response = Client().get(link)
+        # What runserver writes for that request (django.core.servers.basehttp), and a warning naming it.
+        logging.getLogger("django.server").info('"%s" %s %s', f"GET {link} HTTP/1.1", "303", "0")
+        logging.getLogger("surveys.views").warning("entry refused for %s", link)
+    text = log.getvalue()
+    assert response.status_code == 303
+    assert "GET /s/tide/?workerId=[masked]&STUDY_ID=[masked]&SESSION_ID=[masked] HTTP/1.1" in text
+    assert WORKER not in text
+
+
+def test_gunicorn_s_access_line_is_masked_in_its_default_format():
+    atoms = {
+        "h": "203.0.113.9", "l": "-", "u": "-", "t": "[24/Nov/2026:10:00:00 +0000]",
+        "r": f"GET /s/mturk/?workerId={WORKER}&hitId=H1 HTTP/1.1", "s": "303", "b": "0",
+        "f": f"https://worker.example.com/task?workerId={WORKER}&mail={EMAIL}", "a": "Mozilla/5.0",
+    }
+    with captured_log() as log:
+        # Exactly how gunicorn.glogging.Logger.access writes its line.
+        logging.getLogger("gunicorn.access").info(Config().access_log_format, atoms)
+    line = log.getvalue()
+    assert '"GET /s/mturk/?workerId=[masked]&hitId=[masked] HTTP/1.1" 303 0' in line
+    assert '"https://worker.example.com/task?workerId=[masked]&mail=[masked]" "Mozilla/5.0"' in line
+    assert WORKER not in line and "ann.lee" not in line
+
+
+def test_tracebacks_are_masked_too():
+    with captured_log() as log:
+        try:
+            raise ValueError(f"no participant {EMAIL}")
+        except ValueError:
+            logging.getLogger("django.request").exception("Internal Server Error: /s/tide/?id=%s", WORKER)
+    text = log.getvalue()
+    assert "Traceback" in text and "ValueError: no participant [email]" in text
+    assert "ann.lee" not in text and WORKER not in text
+
+
+def test_logged_sql_shows_no_literal_values(db, tide):
+    logger = logging.getLogger("django.db.backends")
+    level, logger.level = logger.level, logging.DEBUG
+    debug_cursor, connection.force_debug_cursor = connection.force_debug_cursor, True
+    try:
+        with captured_log() as log:
+            Participant.objects.filter(study=tide, external_id=WORKER).exists()
+    finally:
+        logger.level, connection.force_debug_cursor = level, debug_cursor
+    text = log.getvalue()
+    assert "external_id" in text and "'[masked]'" in text
+    assert WORKER not in text
