@@ -13,7 +13,7 @@ import pytest
 
 from bots.drive import run_over_http
 from bots.personas import Persona
-from tests.support.browser import browser, new_page, save_screenshot  # noqa: F401  (browser is a fixture)
+from tests.support.browser import browser, new_page, save_screenshot, sign_in  # noqa: F401  (browser is a fixture)
 from tests.support.researcher import PASSWORD, fill_with_bots
 from tests.support.held_broker import held_broker  # noqa: F401  (a fixture)
 
@@ -34,10 +34,7 @@ def test_a_researcher_follows_a_study_from_dashboard_to_the_zip(browser, live_se
     requests: list[str] = []
     page.on("request", lambda request: requests.append(request.url))
 
-    page.goto(f"{live_server.url}/accounts/login/")
-    page.fill("input[name=username]", "owner")
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button[type=submit], input[type=submit]")
+    sign_in(page, live_server.url, "owner", PASSWORD)
     page.goto(f"{live_server.url}/studies/{study.slug}/")
     before = completed_shown(page)
     assert before == 10
@@ -121,10 +118,7 @@ def test_the_results_page_of_a_running_run_fills_in_as_its_parts_land(browser, l
     run = AnalysisRun.objects.create(study=study, thresholds=study.quality_thresholds)
     assert run_analysis(run.pk) == "running"  # the paper's tables are in; the part waits on the broker
     page = new_page(browser)
-    page.goto(f"{live_server.url}/accounts/login/")
-    page.fill("input[name=username]", "owner")
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button[type=submit], input[type=submit]")
+    sign_in(page, live_server.url, "owner", PASSWORD)
     page.goto(f"{live_server.url}/studies/{study.slug}/runs/{run.pk}/")
     assert page.locator("#t-win_table").count() == 1 and page.locator("#t-descriptives").count() == 0
     assert "Still computing" in page.locator("#run-progress").inner_text()
