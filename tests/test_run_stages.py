@@ -143,9 +143,10 @@ def test_an_analysis_that_raises_in_a_part_is_recorded_and_the_run_still_finishe
     assert "region_means" in landed(run) and "descriptives" not in landed(run)
 
 
-def test_with_the_broker_gone_the_run_computes_its_parts_itself(staged_study, settings):
+def test_with_the_broker_gone_the_run_computes_its_parts_itself(staged_study, settings, monkeypatch):
     from tests.test_tasks import _closed_port
 
+    monkeypatch.delenv("CELERY_BROKER_URL", raising=False)  # Celery would prefer it to the closed port
     previous = (app.conf.task_always_eager, app.conf.broker_url, app._pool, app.amqp._producer_pool)
     settings.CELERY_TASK_ALWAYS_EAGER = app.conf.task_always_eager = False
     app.conf.broker_url = f"redis://127.0.0.1:{_closed_port()}/0"

@@ -12,8 +12,10 @@ from config.celery import app
 
 
 @pytest.fixture
-def held_broker(settings):
+def held_broker(settings, monkeypatch):
     """Tasks are sent for real, to kombu's in-memory broker, where they wait until the test delivers them."""
+    # Celery prefers the environment's broker to its configuration (CI names a Redis one).
+    monkeypatch.delenv("CELERY_BROKER_URL", raising=False)
     previous = (app.conf.task_always_eager, app.conf.broker_url, app._pool, app.amqp._producer_pool)
     settings.CELERY_TASK_ALWAYS_EAGER = app.conf.task_always_eager = False
     app.conf.broker_url = "memory://"
