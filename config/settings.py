@@ -125,6 +125,7 @@ INSTALLED_APPS = [
     "web",
     "surveys",
     "analysis",
+    "prolific",
     "bots",
 ]
 
@@ -170,7 +171,11 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
 
-LANGUAGE_CODE = "en-us"
+# Researcher pages are in English; participant pages speak their study's "language", one of
+# LANGUAGES: only languages whose translation (locale/) ships complete are listed.
+LANGUAGE_CODE = "en"
+LANGUAGES = [("en", "English"), ("zh-hans", "简体中文")]
+LOCALE_PATHS = [BASE_DIR / "locale"]
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
@@ -262,6 +267,16 @@ ANALYSIS_RUN_MAX_ATTEMPTS = env_int("ANALYSIS_RUN_MAX_ATTEMPTS", 3, minimum=1)
 CELERY_BEAT_SCHEDULE = {
     "requeue-stale-runs": {"task": "analysis.requeue_stale_runs", "schedule": 60.0},
 }
+
+# Prolific's API (prolific/). The token is read here only: never stored, never logged.
+PROLIFIC_API_TOKEN = os.environ.get("PROLIFIC_API_TOKEN", "")
+PROLIFIC_API_URL = os.environ.get("PROLIFIC_API_URL", "https://api.prolific.com")
+PROLIFIC_API_TIMEOUT = env_int("PROLIFIC_API_TIMEOUT", 20, minimum=1)
+PROLIFIC_WORKSPACE_ID = os.environ.get("PROLIFIC_WORKSPACE_ID", "")
+PROLIFIC_SYNC_SECONDS = env_int("PROLIFIC_SYNC_SECONDS", 300, minimum=30)
+# Without a token the sync pass does nothing.
+CELERY_BEAT_SCHEDULE["prolific-sync-submissions"] = {
+    "task": "prolific.sync_submissions", "schedule": float(PROLIFIC_SYNC_SECONDS)}
 
 # The slow analyses (mixed and ordinal models, Plackett-Luce bootstrap) fit on a
 # documented subsample; their tables say so in their note column.

@@ -20,6 +20,7 @@ urlpatterns = [
     path("api/docs/", chart_page_csp(SpectacularSwaggerSplitView.as_view(url_name="api-schema")), name="api-docs"),
     path("api/", include("config.api_urls")),
     path("", include("analysis.urls")),
+    path("", include("prolific.urls")),
     path("", include("surveys.urls")),
 ]
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
+from django.conf import settings
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from . import limits
@@ -306,6 +307,10 @@ with warnings.catch_warnings():
         construct: Annotated[str, Field(min_length=1, max_length=limits.CONSTRUCT)] = Field(
             default="preferred", description='what is judged, as an adjective, e.g. "helpful" or "clear"'
         )
+        language: Annotated[str, Field(min_length=1, max_length=limits.LANGUAGE)] = Field(
+            default="en", description='the language of the participant pages\' fixed texts, one of the platform\'s '
+            'languages (settings.LANGUAGES: "en", "zh-hans"); the study\'s own texts are written in it',
+        )
         ranking: bool = False
         best_worst: bool = False
         letter_labels: bool = Field(
@@ -326,6 +331,15 @@ with warnings.catch_warnings():
         regions: RegionsDef | None = None
         quality: QualityDef = Field(default_factory=QualityDef)
         recruitment: RecruitmentDef
+
+        @field_validator("language")
+        @classmethod
+        def _known_language(cls, value: str) -> str:
+            # Only languages whose translation ships complete are offered (settings.LANGUAGES).
+            known = [code for code, _ in settings.LANGUAGES]
+            if value not in known:
+                raise ValueError(f'unknown language "{value}"; use one of {", ".join(known)}')
+            return value
 
 
 class DefinitionError(Exception):

@@ -5,13 +5,17 @@ import of a participants.csv and the scripted participants. A question is a
 ``DemographicQuestion`` row (written from the definition by the loader); an
 answer is stored as a string under the question's key in
 ``Participant.demographics``. "Prefer not to answer" is accepted by every
-question; a blank answer means the question was skipped.
+question; a blank answer means the question was skipped. Stored answers are
+always the study's words (and the English fixed answers), whatever language the
+page is shown in, so that exports stay stable; only the shown labels are translated.
 """
 
 from __future__ import annotations
 
 import math
 import re
+
+from django.utils.translation import gettext as _
 
 from .definition import OUTSIDE_US, PREFER_NOT, US_STATES
 from .models import DemographicQuestion
@@ -41,12 +45,12 @@ def offers_list(question: DemographicQuestion) -> bool:
 def offered_answers(question: DemographicQuestion) -> list[tuple[str, str]]:
     """(stored value, shown label) of a listed question, "Prefer not to answer" last; [] for typed questions."""
     if question.kind == Kind.US_STATE:
-        values = [(code, US_STATE_NAMES[code]) for code in US_STATES] + [(OUTSIDE_US, OUTSIDE_US)]
+        values = [(code, US_STATE_NAMES[code]) for code in US_STATES] + [(OUTSIDE_US, _("Outside the US"))]
     elif question.kind == Kind.CHOICE:
         values = [(choice, choice) for choice in question.choices if choice != PREFER_NOT]
     else:
         return []
-    return values + [(PREFER_NOT, PREFER_NOT)]
+    return values + [(PREFER_NOT, _("Prefer not to answer"))]
 
 
 def answer_problem(question: DemographicQuestion, value: str) -> str | None:
@@ -54,25 +58,28 @@ def answer_problem(question: DemographicQuestion, value: str) -> str | None:
     if value == "" or value == PREFER_NOT:
         return None
     if offers_list(question):
-        if value not in {stored for stored, _ in offered_answers(question)}:
-            return "Please choose one of the listed answers."
+        if value not in {stored for stored, _label in offered_answers(question)}:
+            return _("Please choose one of the listed answers.")
         return None
     if question.kind == Kind.NUMBER:
         return _number_problem(question, value)
     if len(value) > question.max_length:
-        return f"Please keep your answer to {question.max_length} characters (it has {len(value)})."
+        return _("Please keep your answer to %(limit_value)d characters (it has %(show_value)d).") % {
+            "limit_value": question.max_length, "show_value": len(value),
+        }
     return None
 
 
 def _number_problem(question: DemographicQuestion, value: str) -> str | None:
     low, high = _shown(question.min_value), _shown(question.max_value)
+    out_of_range = _("Please enter a number from %(low)s to %(high)s.") % {"low": low, "high": high}
     if not _NUMBER.match(value.strip()):
-        return f"Please enter a number from {low} to {high}."
+        return out_of_range
     number = float(value)
     if question.integer and not number.is_integer():
-        return f"Please enter a whole number from {low} to {high}."
+        return _("Please enter a whole number from %(low)s to %(high)s.") % {"low": low, "high": high}
     if not (question.min_value <= number <= question.max_value):
-        return f"Please enter a number from {low} to {high}."
+        return out_of_range
     return None
 
 
@@ -100,13 +107,13 @@ def imported_answer(question: DemographicQuestion, raw: str) -> str:
         return ""
     folded = text.casefold()
     if offers_list(question):
-        words = {stored.casefold(): stored for stored, _ in offered_answers(question)}
+        words = {stored.casefold(): stored for stored, _label in offered_answers(question)}
         if question.kind == Kind.US_STATE:
             words.update({name.casefold(): code for code, name in US_STATE_NAMES.items()})
         words.update({word.strip().casefold(): answer for word, answer in question.synonyms.items()})
         if folded in words:
             return words[folded]
-        listed = ", ".join(f'"{stored}"' for stored, _ in offered_answers(question))
+        listed = ", ".join(f'"{stored}"' for stored, _label in offered_answers(question))
         raise ValueError(f'"{text}" is not an answer of {question.key}; the study\'s answers are {listed}')
     synonyms = {word.strip().casefold(): answer for word, answer in question.synonyms.items()}
     text = synonyms.get(folded, PREFER_NOT if folded == PREFER_NOT.casefold() else text)

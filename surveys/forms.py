@@ -8,18 +8,21 @@ definition file and would hint at which response is the reference):
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from dataclasses import dataclass, field
 
 from django import forms
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from . import demographics
 from .models import DemographicQuestion, Dimension, FreeTextQuestion
 from .selectors import VisitPage
 from .services import PageAnswers
 
-TAMPER_MESSAGE = "Some answers do not belong to this page. Please reload the page and answer again."
+TAMPER_MESSAGE = gettext_lazy("Some answers do not belong to this page. Please reload the page and answer again.")
 _PER_RESPONSE_FIELD = re.compile(r"^(rate|rank)-(\d+)(?:-(.+))?$")
 
 @dataclass
@@ -120,8 +123,9 @@ class PageForm(forms.Form):
             choices=[(str(p), str(p)) for p in dimension.points],
             coerce=int,
             error_messages={
-                "required": "Please choose an answer for this statement.",
-                "invalid_choice": f"Please choose a point from {dimension.scale_min} to {dimension.scale_max}.",
+                "required": _("Please choose an answer for this statement."),
+                "invalid_choice": _("Please choose a point from %(min)s to %(max)s.")
+                % {"min": dimension.scale_min, "max": dimension.scale_max},
             },
         )
 
@@ -134,9 +138,10 @@ class PageForm(forms.Form):
                     choices=[(str(p), str(p)) for p in dimension.points],
                     coerce=int,
                     error_messages={
-                        "required": f"Please rate Response {number} for {dimension.label.lower()}.",
-                        "invalid_choice": f"Please rate Response {number} from {dimension.scale_min} to "
-                        f"{dimension.scale_max}.",
+                        "required": _("Please rate Response %(number)s for %(dimension)s.")
+                        % {"number": number, "dimension": dimension.label.lower()},
+                        "invalid_choice": _("Please rate Response %(number)s from %(min)s to %(max)s.")
+                        % {"number": number, "min": dimension.scale_min, "max": dimension.scale_max},
                     },
                 )
             if self.ranking:
@@ -144,30 +149,33 @@ class PageForm(forms.Form):
                     choices=[(str(r), str(r)) for r in range(1, n + 1)],
                     coerce=int,
                     error_messages={
-                        "required": f"Please give Response {number} a rank.",
-                        "invalid_choice": f"Please give Response {number} a rank from 1 to {n}.",
+                        "required": _("Please give Response %(number)s a rank.") % {"number": number},
+                        "invalid_choice": _("Please give Response %(number)s a rank from 1 to %(last)s.")
+                        % {"number": number, "last": n},
                     },
                 )
         if self.best_worst:
-            choices = [(str(p.pk), f"Response {p.position}") for p in self.page.placements]
-            for name, word in (("most", "most"), ("least", "least")):
+            choices = [(str(p.pk), response_name(p.position)) for p in self.page.placements]
+            messages = {
+                "most": (_("Please choose the most %(construct)s response."),
+                         _("Please choose the most %(construct)s response from this page.")),
+                "least": (_("Please choose the least %(construct)s response."),
+                          _("Please choose the least %(construct)s response from this page.")),
+            }
+            for name, (required, invalid) in messages.items():
                 self.fields[name] = forms.TypedChoiceField(
                     choices=choices,
                     coerce=int,
                     error_messages={
-                        "required": f"Please choose the {word} {self.construct} response.",
-                        "invalid_choice": f"Please choose the {word} {self.construct} response from this page.",
+                        "required": required % {"construct": self.construct},
+                        "invalid_choice": invalid % {"construct": self.construct},
                     },
                 )
         for question in self.page.free_text_questions:
             self.fields[f"text-{question.key}"] = forms.CharField(
                 max_length=question.max_length,
                 required=question.required,
-                error_messages={
-                    "required": "Please answer this question.",
-                    "max_length": f"Please keep your answer to {question.max_length} characters "
-                    "(it has %(show_value)d).",
-                },
+                error_messages=free_text_messages(),
             )
 
     # --- cross-field rules -------------------------------------------------------
@@ -179,7 +187,8 @@ class PageForm(forms.Form):
         if self.ranking:
             self._check_ranks_distinct(cleaned)
         if self.best_worst and cleaned.get("most") is not None and cleaned.get("most") == cleaned.get("least"):
-            self.add_error("least", f"The least {self.construct} response must differ from the most {self.construct} one.")
+            self.add_error("least", _("The least %(construct)s response must differ from the most %(construct)s one.")
+                           % {"construct": self.construct})
         return cleaned
 
     def _has_foreign_fields(self) -> bool:
@@ -201,10 +210,11 @@ class PageForm(forms.Form):
         used = Counter(r for r in ranks.values() if r is not None)
         for rank in sorted(r for r, n in used.items() if n > 1):
             sharing = sorted((self.numbers[pid], pid) for pid, r in ranks.items() if r == rank)
-            names = [f"Response {number}" for number, _ in sharing]
-            message = (f"Rank {rank} is given to {', '.join(names[:-1])} and {names[-1]}; "
-                       "give each response a different rank.")
-            for _, pid in sharing:
+            names = [response_name(number) for number, _pid in sharing]
+            message = _("Rank %(rank)s is given to %(some)s and %(last)s; give each response a different rank.") % {
+                "rank": rank, "some": _(", ").join(names[:-1]), "last": names[-1],
+            }
+            for _number, pid in sharing:
                 self.add_error(f"rank-{pid}", message)
 
     def page_answers(self) -> PageAnswers:
@@ -253,7 +263,7 @@ class PageForm(forms.Form):
         values = [(str(p), scale_label(dimension, p)) for p in dimension.points]
         return Control(
             name=name,
-            label=f"Response {number}: {dimension.label}",
+            label=_("Response %(number)s: %(dimension)s") % {"number": number, "dimension": dimension.label},
             options=_radio_options(name, values, self._value(name)),
             error=self._error(name),
         )
@@ -262,21 +272,23 @@ class PageForm(forms.Form):
         name = f"rank-{pid}"
         n = len(self.page.placements)
         chosen = self._value(name)
-        options = [Option("", "Choose a rank", selected=chosen == "")] + [
+        options = [Option("", _("Choose a rank"), selected=chosen == "")] + [
             Option(str(r), str(r), selected=chosen == str(r)) for r in range(1, n + 1)
         ]
-        return Control(name=name, label=f"Rank of Response {number}", options=options, error=self._error(name))
+        return Control(name=name, label=_("Rank of Response %(number)s") % {"number": number}, options=options,
+                       error=self._error(name))
 
     def choice_controls(self) -> list[Control]:
         if not self.best_worst:
             return []
         controls = []
-        for name, word in (("most", "Most"), ("least", "Least")):
-            values = [(str(p.pk), f"Response {p.position}") for p in self.page.placements]
+        labels = {"most": _("Most %(construct)s response"), "least": _("Least %(construct)s response")}
+        for name, label in labels.items():
+            values = [(str(p.pk), response_name(p.position)) for p in self.page.placements]
             controls.append(
                 Control(
                     name=name,
-                    label=f"{word} {self.construct} response",
+                    label=label % {"construct": self.construct},
                     options=_radio_options(name, values, self._value(name)),
                     error=self._error(name),
                 )
@@ -305,6 +317,21 @@ class PageForm(forms.Form):
             options=_radio_options("attention", values, self._value("attention")),
             error=self._error("attention"),
         )
+
+    def script_texts(self) -> str:
+        """The texts survey.js writes on a ranking, in the page's language, as JSON for a data
+        attribute (no inline script: the CSP forbids them); %(name)s are filled in there."""
+        return json.dumps({
+            "response": _("Response %(number)s"),
+            "keep": _("Keep this order"),
+            "ranked": _("Ranked: the order shown is your ranking. You can still change it."),
+            "unranked": _("Not ranked yet. Move the responses into your order, or choose Keep this order if the "
+                          "order shown is already your ranking."),
+            "moved": _("%(response)s is now ranked %(rank)s of %(total)s."),
+            "kept": _("Ranked in the order shown: %(first)s first, %(last)s last."),
+            "up": _("Move up"),
+            "down": _("Move down"),
+        }, ensure_ascii=False)
 
     def error_summary(self) -> list[tuple[str, str]]:
         """(anchor id, message) pairs, in page order, for the summary at the top."""
@@ -364,11 +391,7 @@ class DemographicsForm(forms.Form):
             self.fields[f"text-{question.key}"] = forms.CharField(
                 max_length=question.max_length,
                 required=question.required,
-                error_messages={
-                    "required": "Please answer this question.",
-                    "max_length": f"Please keep your answer to {question.max_length} characters "
-                    "(it has %(show_value)d).",
-                },
+                error_messages=free_text_messages(),
             )
 
     def controls(self) -> list[Control]:
@@ -377,7 +400,7 @@ class DemographicsForm(forms.Form):
             chosen = entered_value(self, question.key)
             options = []
             if demographics.offers_list(question):
-                options = [Option("", "Choose an answer", selected=chosen == "")] + [
+                options = [Option("", _("Choose an answer"), selected=chosen == "")] + [
                     Option(value, label, selected=chosen == value)
                     for value, label in demographics.offered_answers(question)
                 ]
@@ -420,6 +443,19 @@ class DemographicsForm(forms.Form):
 
     def free_text(self) -> dict[int, str]:
         return {q.pk: self.cleaned_data.get(f"text-{q.key}", "") for q in self.end_questions}
+
+
+def response_name(number: int) -> str:
+    """How the page names a response: "Response 3" (by its display position)."""
+    return _("Response %(number)s") % {"number": number}
+
+
+def free_text_messages() -> dict[str, str]:
+    """The messages of a free-text answer; Django fills in the limit and the length given."""
+    return {
+        "required": _("Please answer this question."),
+        "max_length": _("Please keep your answer to %(limit_value)d characters (it has %(show_value)d)."),
+    }
 
 
 def letter_label(position: int) -> str:

@@ -14,6 +14,7 @@ SLUG = 64
 KEY = 50  # scenario, block, dimension, attention check and free-text keys
 ITEM_KEY = 60  # response ids
 TITLE = 200
+LANGUAGE = 15  # a language code of settings.LANGUAGES, e.g. "zh-hans"
 SYSTEM_NAME = 100
 CONDITION_NAME = 50
 SCENARIO_LABEL = 200

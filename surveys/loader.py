@@ -45,7 +45,7 @@ class LoadResult:
 PARTICIPANT_FACING = {
     "consent", "instructions", "question_text", "ranking", "best_worst", "dimensions", "systems",
     "conditions", "reference_conditions", "scenarios", "blocks", "attention_checks", "free_text", "demographics",
-    "construct", "letter_labels",
+    "construct", "letter_labels", "language",
 }
 
 
@@ -92,6 +92,7 @@ def _study_fields(d: StudyDefinition) -> dict[str, Any]:
         "ranking_enabled": d.ranking,
         "best_worst_enabled": d.best_worst,
         "letter_labels": d.letter_labels,
+        "language": d.language,
         **_recruitment_fields(d.recruitment),
         **d.quality.model_dump(),
         "definition": d.model_dump(mode="json"),

@@ -39,6 +39,8 @@ class Study(models.Model):
     ranking_enabled = models.BooleanField(default=False)
     best_worst_enabled = models.BooleanField(default=False)
     letter_labels = models.BooleanField(default=False, help_text="responses shown as A, B, C ... by display position")
+    language = models.CharField(max_length=limits.LANGUAGE, default="en",
+                                help_text='the language of the participant pages, a code of settings.LANGUAGES ("zh-hans")')
     is_open = models.BooleanField(default=True)
     owners = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="owned_studies")
 

@@ -20,6 +20,10 @@ UPDATE``, taken last so that building the participant's sequence happens outside
 it; SQLite's IMMEDIATE transactions serialise every writer anyway). Under
 READ COMMITTED (Django's default) the count taken after the lock sees every
 admission committed before it, so the target is never exceeded.
+
+A participant whose Prolific submission was returned, timed out or rejected
+(``prolific.models.PanelSubmission.releases_place``, stored by the sync) holds
+no place, as on Prolific.
 """
 
 from __future__ import annotations
@@ -61,7 +65,7 @@ def places_taken(*, study: Study, excluding: int | None = None) -> int:
     """Completions plus live holds (previews never count)."""
     taken = Participant.objects.filter(study=study, is_preview=False).filter(
         Q(status=Participant.Status.COMPLETED) | live_hold(clock.now())
-    )
+    ).exclude(panel_submissions__releases_place=True)
     if excluding is not None:
         taken = taken.exclude(pk=excluding)
     return taken.count()

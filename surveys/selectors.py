@@ -82,6 +82,11 @@ def study_get(*, slug: str) -> Study | None:
     return Study.objects.filter(slug=slug).first()
 
 
+def study_language(*, slug: str) -> str | None:
+    """The language code of the study's participant pages; None if there is no such study."""
+    return Study.objects.filter(slug=slug).values_list("language", flat=True).first()
+
+
 def participant_find(*, study: Study, external_id: str) -> Participant | None:
     return Participant.objects.filter(study=study, external_id=external_id).first()
 

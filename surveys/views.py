@@ -25,9 +25,12 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.cache import never_cache
+from django.utils.functional import Promise
+from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_POST
 
 from . import clock, drafts, limits, open_links, places, rater_links, recruitment, selectors, services
+from .language import in_study_language
 from .forms import TAMPER_MESSAGE, DemographicsForm, PageForm
 from .models import Participant, Study
 from .selectors import ParticipantState, Step
@@ -161,6 +164,7 @@ def _welcome_back(request: HttpRequest, flow: Flow) -> bool:
 
 
 @never_cache
+@in_study_language
 def entry(request: HttpRequest, slug: str) -> HttpResponse:
     study = selectors.study_get(slug=slug)
     if study is None:
@@ -267,6 +271,7 @@ def _refuse_newcomer(request: HttpRequest, study: Study) -> HttpResponse | None:
 
 
 @never_cache
+@in_study_language
 def preview(request: HttpRequest, slug: str) -> HttpResponse:
     study = selectors.study_get(slug=slug)
     if study is None:
@@ -291,6 +296,7 @@ def preview(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 @never_cache
+@in_study_language
 def consent(request: HttpRequest, slug: str) -> HttpResponse:
     flow = _flow_at(request, slug, Step.CONSENT)
     if isinstance(flow, HttpResponse):
@@ -330,6 +336,7 @@ def _accept_consent(request: HttpRequest, study: Study) -> HttpResponse:
 
 
 @never_cache
+@in_study_language
 def instructions(request: HttpRequest, slug: str) -> HttpResponse:
     flow = _flow_at(request, slug, Step.INSTRUCTIONS)
     if isinstance(flow, HttpResponse):
@@ -344,6 +351,7 @@ def instructions(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 @never_cache
+@in_study_language
 def page(request: HttpRequest, slug: str) -> HttpResponse:
     flow = _flow_at(request, slug, Step.PAGE)
     if isinstance(flow, HttpResponse):
@@ -421,6 +429,7 @@ def _conflict(request: HttpRequest, flow: Flow) -> HttpResponse:
 
 
 @never_cache
+@in_study_language
 def demographics(request: HttpRequest, slug: str) -> HttpResponse:
     flow = _flow_at(request, slug, Step.DEMOGRAPHICS)
     if isinstance(flow, HttpResponse):
@@ -450,6 +459,7 @@ def _demographics_form(flow: Flow, data, initial: dict[str, str] | None = None) 
 
 
 @never_cache
+@in_study_language
 def done(request: HttpRequest, slug: str) -> HttpResponse:
     flow = _flow_at(request, slug, Step.DONE)
     if isinstance(flow, HttpResponse):
@@ -475,6 +485,7 @@ def _send_back_once(request: HttpRequest, flow: Flow, return_url: str) -> bool:
 
 
 @never_cache
+@in_study_language
 def exit_study(request: HttpRequest, slug: str) -> HttpResponse:
     flow = _load_flow(request, slug)
     if isinstance(flow, HttpResponse):
@@ -494,20 +505,21 @@ def exit_study(request: HttpRequest, slug: str) -> HttpResponse:
 # The page's script posts its whole form as answers change; see surveys.drafts. Answers are JSON
 # (or 204) for that script; the pages themselves never depend on it.
 
-DRAFT_NO_SESSION = "Your session has ended; open the study link again to continue."
-DRAFT_NOT_CURRENT = "This page is no longer your current page; reload it to continue."
+DRAFT_NO_SESSION = gettext_lazy("Your session has ended; open the study link again to continue.")
+DRAFT_NOT_CURRENT = gettext_lazy("This page is no longer your current page; reload it to continue.")
 _VISIT_ID = re.compile(r"[0-9]{1,18}")
 
 
 @never_cache
 @require_POST
+@in_study_language
 def page_draft(request: HttpRequest, slug: str) -> HttpResponse:
     flow = _draft_flow(request, slug, Step.PAGE)
     if isinstance(flow, HttpResponse):
         return flow
     posted = request.POST.get("visit", "")
     if not _VISIT_ID.fullmatch(posted):
-        return _draft_refused(400, "The draft does not say which page it belongs to (visit).")
+        return _draft_refused(400, gettext_lazy("The draft does not say which page it belongs to (visit)."))
     visit_id = flow.state.current_visit_id
     if int(posted) != visit_id:
         return _draft_refused(409, DRAFT_NOT_CURRENT)
@@ -516,6 +528,7 @@ def page_draft(request: HttpRequest, slug: str) -> HttpResponse:
 
 @never_cache
 @require_POST
+@in_study_language
 def demographics_draft(request: HttpRequest, slug: str) -> HttpResponse:
     flow = _draft_flow(request, slug, Step.DEMOGRAPHICS)
     if isinstance(flow, HttpResponse):
@@ -545,7 +558,7 @@ def _draft_keep(
     return HttpResponse(status=204)
 
 
-def _draft_refused(status: int, message: str) -> JsonResponse:
+def _draft_refused(status: int, message: str | Promise) -> JsonResponse:
     return JsonResponse({"error": message}, status=status)
 
 
@@ -558,6 +571,7 @@ NOTICES = {
 
 
 @never_cache
+@in_study_language
 def notice(request: HttpRequest, slug: str, kind: str) -> HttpResponse:
     study = selectors.study_get(slug=slug)
     if study is None or kind not in NOTICES:
@@ -566,6 +580,7 @@ def notice(request: HttpRequest, slug: str, kind: str) -> HttpResponse:
 
 
 @never_cache
+@in_study_language
 def left(request: HttpRequest, slug: str) -> HttpResponse:
     study = selectors.study_get(slug=slug)
     if study is None:

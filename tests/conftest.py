@@ -181,3 +181,20 @@ def _tasks_in_process_unless_worker_test(request):
     app.conf.task_always_eager = settings.CELERY_TASK_ALWAYS_EAGER = True
     yield
     app.conf.task_always_eager, settings.CELERY_TASK_ALWAYS_EAGER = previous
+
+
+# --- Prolific (the fake server of tests/support/fake_prolific.py) -----------------------
+
+
+@pytest.fixture
+def prolific(settings):
+    """A fake Prolific API on 127.0.0.1 that the app's settings point to (token and workspace set)."""
+    from tests.support.fake_prolific import TOKEN, FakeProlific
+
+    fake = FakeProlific().start()
+    settings.PROLIFIC_API_URL = fake.url
+    settings.PROLIFIC_API_TOKEN = TOKEN
+    settings.PROLIFIC_API_TIMEOUT = 1
+    settings.PROLIFIC_WORKSPACE_ID = "workspace-1"
+    yield fake
+    fake.stop()

@@ -94,7 +94,12 @@ def _drag_to(page, pid: int, index: int) -> None:
 
 def _finish_demographics(page, choices: dict[str, str]) -> None:
     for name, value in choices.items():
-        page.select_option(f"#id-{name}", value)
+        field = page.locator(f"#id-{name}")
+        # Listed questions are selects; number and text questions are typed (age is a number).
+        if field.evaluate("el => el.tagName") == "SELECT":
+            field.select_option(value)
+        else:
+            field.fill(value)
     stub_the_panel(page)
     page.get_by_role("button", name="Finish").click()
 
@@ -150,15 +155,15 @@ def test_it_completes_tide_with_a_mouse_and_drag_ranking(browser, live_server, t
             assert _visit_id(page) != submitted
             assert _kind(page) in {"block", "check"}
     assert blocks == 24
-    _finish_demographics(page, {"age": "30-39", "gender": "Woman", "state": "TX"})
+    _finish_demographics(page, {"age": "34", "gender": "Woman", "state": "TX"})
     # Sent back to Prolific at once; the back button shows the code, and the page now stays.
     sent_to = back_from_the_panel(page, f"{live_server.url}/s/tide/done/", use_history=True)
     assert sent_to == "https://app.prolific.com/submissions/complete?cc=C1TIDE7Q"
     assert page.locator("[data-completion-code]").inner_text() == "C1TIDE7Q"
     assert page.get_by_role("link", name=re.compile("Return to Prolific")).get_attribute("href").endswith("cc=C1TIDE7Q")
     participant = record.assert_stored(external_id)
-    assert (participant.status, participant.age, participant.gender, participant.state) == (
-        "completed", "30-39", "Woman", "TX")
+    answers = participant.demographics
+    assert (participant.status, answers["age"], answers["gender"], answers["state"]) == ("completed", "34", "Woman", "TX")
     page.context.close()
 
 
@@ -208,13 +213,14 @@ def test_it_completes_tide_on_a_phone_without_javascript_using_rank_selects(brow
                 assert _placements(other) == _placements(page)
             other.context.close()
     assert blocks == 24
-    _finish_demographics(page, {"age": "60-69", "race": "Prefer not to answer", "state": "Outside the US"})
+    _finish_demographics(page, {"age": "65", "race": "Prefer not to answer", "state": "Outside the US"})
     # Without JavaScript too: the redirect is a meta refresh.
     sent_to = back_from_the_panel(page, f"{live_server.url}/s/tide/done/")
     assert sent_to.endswith("cc=C1TIDE7Q")
     assert page.locator("[data-completion-code]").inner_text() == "C1TIDE7Q"
     participant = record.assert_stored(external_id)
-    assert (participant.age, participant.race, participant.state) == ("60-69", "Prefer not to answer", "Outside the US")
+    answers = participant.demographics
+    assert (answers["age"], answers["race"], answers["state"]) == ("65", "Prefer not to answer", "Outside the US")
     page.context.close()
 
 
@@ -287,7 +293,7 @@ def test_it_completes_tide_with_the_keyboard_only(browser, live_server, tide):
         assert _kind(page) not in {"block", "check"} or _visit_id(page) != visit_id
     assert blocks == 24
     tab_to(page, "#id-age")
-    page.keyboard.type("6")
+    page.keyboard.type("65")
     tab_to(page, "#id-state")
     page.keyboard.type("Ohio")
     tab_to(page, "button.primary")
@@ -296,7 +302,7 @@ def test_it_completes_tide_with_the_keyboard_only(browser, live_server, tide):
     back_from_the_panel(page, f"{live_server.url}/s/tide/done/")
     assert page.locator("[data-completion-code]").inner_text() == "C1TIDE7Q"
     participant = record.assert_stored(external_id)
-    assert (participant.age, participant.state) == ("60-69", "OH")
+    assert (participant.demographics["age"], participant.demographics["state"]) == ("65", "OH")
     page.context.close()
 
 

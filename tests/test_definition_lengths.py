@@ -153,12 +153,16 @@ def _schema_max(*path: str) -> int:
         node = node[part]
         if "$ref" in node:
             node = SCHEMA["$defs"][node["$ref"].split("/")[-1]]
-    return node["maxLength"]
+    # An optional text (panel-only recruitment settings) is "a string of at most n, or null".
+    lengths = [option["maxLength"] for option in node.get("anyOf", [node]) if "maxLength" in option]
+    assert len(lengths) == 1, node
+    return lengths[0]
 
 
 COLUMNS = [
     (("properties", "slug"), Study, "slug"),
     (("properties", "title"), Study, "title"),
+    (("properties", "language"), Study, "language"),
     (("properties", "systems", "items"), System, "name"),
     (("properties", "conditions", "items"), Condition, "name"),
     (("properties", "scenarios", "items", "properties", "id"), Scenario, "key"),

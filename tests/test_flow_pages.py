@@ -339,15 +339,15 @@ def test_the_progress_bar_counts_blocks(client, tide, steps):
     assert f"Block {blocks_done + 1} of 24" in html and f'value="{blocks_done + 1}"' in html
 
 
-# Session read, participant with study, visit list (with the block times of the
+# The study's language (surveys.language), session read, participant with study, visit list (with the block times of the
 # time estimate), shown_at stamp, the draft to fill the page in from, the visit,
 # its dimensions, placements with items, free-text questions. No session write:
 # web/sessions.py saves an unchanged session only every SESSION_REFRESH_SECONDS.
-BLOCK_GET_QUERIES = 9
-# The reads of the page (without the time estimate), then the locked save (savepoint,
+BLOCK_GET_QUERIES = 10
+# The study's language and the reads of the page (without the time estimate), then the locked save (savepoint,
 # lock, current visit, placements, dimensions, ratings, ranks, submitted_at,
 # the draft's deletion, last_seen_at, release).
-BLOCK_POST_QUERIES = 18
+BLOCK_POST_QUERIES = 19
 
 
 @pytest.mark.parametrize("answered", [0, 20])

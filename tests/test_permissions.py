@@ -112,6 +112,12 @@ EXPECTED: dict[str, Expect] = {
     "researcher:raters": researcher_page(S + "/raters/"),
     # The fixture has no rater link, so even the owner finds none to revoke.
     "researcher:rater_revoke": researcher_page(S + "/raters/1/revoke/", method="POST", owner=404),
+    # Prolific: an empty form is refused before Prolific is called; the fixture has no study on Prolific
+    # to review or publish.
+    "prolific:panel": researcher_page(S + "/prolific/"),
+    "prolific:create": researcher_page(S + "/prolific/create/", method="POST", owner=400),
+    "prolific:review": researcher_page(S + "/prolific/review/", owner=404),
+    "prolific:action": researcher_page(S + "/prolific/publish/", method="POST", owner=404),
     # The load balancer's probe: public, touches no database.
     "healthz": public("/healthz", 200),
     # An empty text is refused before any model is touched.

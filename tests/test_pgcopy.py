@@ -62,8 +62,21 @@ def test_an_empty_frame_is_a_valid_payload():
 
 
 def test_an_unknown_column_type_is_refused():
-    with pytest.raises(TypeError, match="jsonb"):
-        pgcopy.binary_rows([(pd.Series([1]), "jsonb")])
+    with pytest.raises(TypeError, match="bytea"):
+        pgcopy.binary_rows([(pd.Series([b"x"]), "bytea")])
+
+
+def test_json_texts_arrive_as_jsonb_values():
+    """Demographic answers are written as JSON texts; jsonb's binary form is a version byte and the text."""
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE TEMP TABLE answers (a jsonb)")
+    texts = ['{"age": "63", "race": "Two or more races"}', '{}', '{"note": "caf\u00e9 \u4e2d\u6587"}']
+    payload = pgcopy.binary_rows([(pd.Series(texts, dtype=object), "jsonb")])
+    with connection.cursor() as cursor, cursor.cursor.copy("COPY answers FROM STDIN (FORMAT binary)") as copy:
+        copy.write(payload)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT a ->> 'age', a ->> 'note', a = '{}'::jsonb FROM answers")
+        assert cursor.fetchall() == [("63", None, False), (None, None, True), (None, "café 中文", False)]
 
 
 def test_copy_frame_in_writes_model_rows_with_their_column_types(tide):

@@ -12,14 +12,22 @@
 
   var ANSWERS_CHANGED = "survey:answers-changed";
 
+  // The ranking's texts, in the page's language: the server writes them as JSON into the
+  // fieldset's data-texts; %(name)s placeholders are filled in here.
+
+  function fill(text, values) {
+    return text.replace(/%\((\w+)\)s/g, function (_, name) { return String(values[name]); });
+  }
+
   function initRanking(fieldset) {
     var list = fieldset.querySelector("[data-rank-list]");
     var status = fieldset.querySelector("[data-rank-status]");
     if (!list) { return; }
+    var texts = JSON.parse(fieldset.getAttribute("data-texts"));
 
     function rows() { return toArray(list.querySelectorAll("[data-rank-row]")); }
     function selectOf(row) { return row.querySelector("select"); }
-    function label(row) { return "Response " + row.getAttribute("data-number"); }
+    function label(row) { return fill(texts.response, { number: row.getAttribute("data-number") }); }
 
     // The ranking starts unranked: nothing is written into the selects until the participant
     // moves a response or confirms the order shown with "Keep this order". A ranking the
@@ -31,14 +39,11 @@
     keep.type = "button";
     keep.className = "keep-order";
     keep.setAttribute("data-keep-order", "");
-    keep.textContent = "Keep this order";
+    keep.textContent = texts.keep;
     keep.setAttribute("aria-describedby", "ranking-hint");
 
     function showState(ranked) {
-      note.textContent = ranked
-        ? "Ranked: the order shown is your ranking. You can still change it."
-        : "Not ranked yet. Move the responses into your order, or choose Keep this order " +
-          "if the order shown is already your ranking.";
+      note.textContent = ranked ? texts.ranked : texts.unranked;
       fieldset.classList.toggle("is-ranked", ranked);
     }
 
@@ -60,7 +65,7 @@
 
     function announce(row) {
       var rank = rows().indexOf(row) + 1;
-      status.textContent = label(row) + " is now ranked " + rank + " of " + rows().length + ".";
+      status.textContent = fill(texts.moved, { response: label(row), rank: rank, total: rows().length });
     }
 
     function moveTo(row, index) {
@@ -71,7 +76,7 @@
     function addButtons(row) {
       var box = document.createElement("span");
       box.className = "move-buttons";
-      [["up", "Move up"], ["down", "Move down"]].forEach(function (pair) {
+      [["up", texts.up], ["down", texts.down]].forEach(function (pair) {
         var button = document.createElement("button");
         button.type = "button";
         button.setAttribute("data-move", pair[0]);
@@ -104,8 +109,7 @@
     keep.addEventListener("click", function () {
       writeRanks();
       var all = rows();
-      status.textContent = "Ranked in the order shown: " + label(all[0]) + " first, " +
-        label(all[all.length - 1]) + " last.";
+      status.textContent = fill(texts.kept, { first: label(all[0]), last: label(all[all.length - 1]) });
     });
 
     list.addEventListener("click", function (event) {

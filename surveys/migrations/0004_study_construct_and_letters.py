@@ -13,7 +13,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='study',
             name='construct',
-            field=models.CharField(default='preferred', help_text='what participants judge, as an adjective ("empathetic")', max_length=60),
+            field=models.CharField(default='preferred', help_text='what participants judge, as an adjective ("helpful", "clear")', max_length=60),
         ),
         migrations.AddField(
             model_name='study',
