@@ -1,7 +1,9 @@
 """Gold scores, analysis runs and everything a run persists.
 
-Results are keyed by run, so a retried task overwrites its own rows and a
-page only ever shows the tables of a run whose status is ``done``.
+Results are keyed by run, so a retried task overwrites its own rows. Exports
+and the API only ever show the tables of a run whose status is ``done``; the
+results page also shows those of a running run as they land (the paper's
+first), listing the ones still computing (``AnalysisRun.pending``).
 """
 
 from __future__ import annotations
@@ -39,6 +41,10 @@ class AnalysisRun(models.Model):
     # table name -> "ErrorType: message" for each analysis that raised; the run is
     # still done (the other tables stand) and its results page lists these.
     failures = models.JSONField(default=dict, blank=True)
+    # Names of the statistics tables this attempt still computes. Its tables land
+    # in stages (the paper's first, then each part task's), and the run is done
+    # only when this is empty: the last part to land finishes it.
+    pending = models.JSONField(default=list, blank=True)
     n_participants = models.PositiveIntegerField(default=0)
     n_retained = models.PositiveIntegerField(default=0)
 
@@ -51,6 +57,8 @@ class AnalysisRun(models.Model):
             models.CheckConstraint(
                 condition=~Q(status="done") | Q(finished_at__isnull=False), name="run_done_has_finish_time"
             ),
+            # A run whose tables are not all in is not done.
+            models.CheckConstraint(condition=~Q(status="done") | Q(pending=[]), name="run_done_has_no_pending_table"),
         ]
 
     def __str__(self) -> str:

@@ -55,7 +55,9 @@ class Analysis:
     filled from the study's design (``analysis.design.Design.options``: e.g.
     ``baseline``, ``treatment``, ``references``, ``subgroups``). ``needs`` names
     the design features the analysis applies to: a run computes it only for a
-    study that has them all.
+    study that has them all. ``paper`` tables are computed and shown first;
+    ``own_task`` marks an analysis slow at scale, which a run computes in a
+    Celery task of its own (``analysis.fanout``) so that workers share the run.
     """
 
     name: str
@@ -70,6 +72,7 @@ class Analysis:
     design_options: tuple[str, ...] = ()
     needs: frozenset[str] = frozenset({"ratings"})
     paper: bool = False
+    own_task: bool = False
 
     @property
     def filename(self) -> str:
@@ -114,10 +117,11 @@ REGISTERED: tuple[Analysis, ...] = (
              stats.regional_anova, inputs=("ratings", "participants"), needs=frozenset({"ratings", "regions"}),
              paper=True),
     Analysis("welch_anova", "Regional Welch ANOVA", "regions", "Welch's ANOVA across regions (unequal variances)",
-             stats.regional_welch, inputs=("ratings", "participants"), needs=frozenset({"ratings", "regions"})),
+             stats.regional_welch, inputs=("ratings", "participants"), needs=frozenset({"ratings", "regions"}),
+             own_task=True),
     Analysis("games_howell", "Games-Howell follow-ups", "regions", "Games-Howell pairwise comparisons of regions",
              stats.regional_games_howell, inputs=("ratings", "participants"),
-             needs=frozenset({"ratings", "regions"})),
+             needs=frozenset({"ratings", "regions"}), own_task=True),
     Analysis("kruskal", "Kruskal-Wallis", "regions", "Kruskal-Wallis test across regions",
              stats.regional_kruskal, inputs=("ratings", "participants"), needs=frozenset({"ratings", "regions"})),
     Analysis("region_means", "Mean rating per region (the maps)", "regions",
@@ -134,7 +138,7 @@ REGISTERED: tuple[Analysis, ...] = (
     Analysis("bradley_terry", "Plackett-Luce strength per system", "rankings",
              "Plackett-Luce strength (log worth) per system and condition with bootstrap CIs",
              stats.bradley_terry, figures=("strength",), options={"n_boot": "ANALYSIS_BOOTSTRAP_SAMPLES"},
-             needs=frozenset({"ranking"})),
+             needs=frozenset({"ranking"}), own_task=True),
     Analysis("best_worst", "Best-worst scores", "rankings",
              "best-worst scores per source from most/least choices, with bootstrap CIs", stats.best_worst_scores,
              options={"n_boot": "ANALYSIS_BOOTSTRAP_SAMPLES"}, needs=frozenset({"best_worst"})),
@@ -145,18 +149,19 @@ REGISTERED: tuple[Analysis, ...] = (
     Analysis("agreement", "Krippendorff's alpha", "raters", "Krippendorff's alpha per scenario and dimension",
              stats.krippendorff_alpha),
     Analysis("rater_loo", "Rater vs leave-one-out mean", "raters",
-             "each rater's Spearman correlation with the mean of the other raters", stats.rater_loo_correlation),
+             "each rater's Spearman correlation with the mean of the other raters", stats.rater_loo_correlation,
+             own_task=True),
     Analysis("rater_judge", "Raters vs the LLM judge (gold scores)", "raters",
              "agreement of the human ratings with the gold (LLM-judge) scores", stats.rater_judge_agreement,
-             inputs=("ratings", "gold"), needs=frozenset({"ratings", "gold"})),
+             inputs=("ratings", "gold"), needs=frozenset({"ratings", "gold"}), own_task=True),
     Analysis("mixed_model", "Mixed-effects model", "models",
              "linear mixed model of the ratings (condition x system, random participant and item effects)",
              stats.mixed_model, options={"max_rows": "ANALYSIS_MODEL_MAX_ROWS"},
-             design_options=("baseline", "treatment"), needs=frozenset({"ratings", "comparison"})),
+             design_options=("baseline", "treatment"), needs=frozenset({"ratings", "comparison"}), own_task=True),
     Analysis("ordinal_model", "Ordinal (cumulative logit) model", "models",
              "cumulative-logit model of the ratings (condition x system)", stats.ordinal_model,
              options={"max_rows": "ANALYSIS_MODEL_MAX_ROWS"}, design_options=("baseline", "treatment"),
-             needs=frozenset({"ratings", "comparison"})),
+             needs=frozenset({"ratings", "comparison"}), own_task=True),
     Analysis("position_bias", "Position bias", "ratings", "mean rating by display position and a flatness test",
              stats.position_bias, figures=("position_bias",)),
     Analysis("dimension_wilcoxon", "Baseline vs treatment per dimension (Wilcoxon signed-rank, paired by rater)",

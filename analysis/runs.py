@@ -9,7 +9,16 @@ Every later write names the attempt it belongs to and checks, under a row
 lock, that the attempt still owns the run: a worker whose lease expired can
 neither overwrite a newer attempt's results nor finish the run twice.
 
-The Celery tasks (``analysis.tasks``) only call :func:`task_body`.
+An analysis run lands its tables in stages (``analysis.fanout``): its own task
+computes the quality rules and the paper's tables and lands them at once, then
+sends one *part* task per slow analysis and one for the quick rest. Each part
+lands its tables the same way; the row lock serializes the landings, and the
+landing that empties the run's ``pending`` list finishes the run (a chord whose
+join is the run row: no result backend is needed, and it works the same when
+tasks run in-process without a broker).
+
+The Celery tasks (``analysis.tasks``) only call :func:`task_body` and
+:func:`analysis_run_part`.
 """
 
 from __future__ import annotations
@@ -17,7 +26,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
@@ -29,9 +38,10 @@ from django.conf import settings
 from django.db import models, transaction
 from django.db.models import F, Q
 from django.utils import timezone
+from threadpoolctl import threadpool_limits
 
-from analysis import frames, metrics_run, pipeline, quality
-from analysis.design import study_design
+from analysis import fanout, frames, metrics_run, pipeline, quality, registry, selectors
+from analysis.design import Design, study_design
 from analysis.metrics import MetricsUnavailable
 from analysis.models import AnalysisRun, MetricsRun, MetricsTable, ParticipantResult, ResultTable
 from analysis.quality import QualityResult
@@ -57,6 +67,8 @@ class RunKind:
 
 
 ANALYSIS = RunKind(AnalysisRun, ResultTable, "analysis.run_analysis", "run")
+#: The task that computes some tables of an analysis run (``analysis_run_part``).
+PART_TASK_NAME = "analysis.run_analysis_part"
 METRICS = RunKind(MetricsRun, MetricsTable, "analysis.run_metrics", "metrics run")
 KINDS = (ANALYSIS, METRICS)
 
@@ -288,10 +300,17 @@ def _nan_to_none(value: float) -> float | None:
     return None if pd.isna(value) else float(value)
 
 
-def analysis_run_quality_persist(*, run_id: int, study_id: int, attempt: int, result: QualityResult) -> None:
-    """Replace the run's participant results and flow tables in one transaction, if ``attempt`` owns the run."""
+def analysis_run_quality_persist(
+    *, run_id: int, study_id: int, attempt: int, result: QualityResult, pending: Sequence[str] = ()
+) -> None:
+    """Replace the run's participant results and flow tables in one transaction, if ``attempt`` owns the run.
+
+    The attempt starts afresh here: a dead attempt's tables and failures go, and
+    ``pending`` names the statistics tables this attempt will land.
+    """
     with transaction.atomic():
         _lock_owned(ANALYSIS, run_id, attempt)
+        ResultTable.objects.filter(run_id=run_id).delete()
         ParticipantResult.objects.filter(run_id=run_id).delete()
         ids = dict(Participant.objects.filter(study_id=study_id, is_preview=False).values_list("pseudonym", "id"))
         results = result.participants
@@ -321,8 +340,41 @@ def analysis_run_quality_persist(*, run_id: int, study_id: int, attempt: int, re
             {"filter_flow": "DESIGN 3.2; step 0 counts everyone enrolled (non-preview)."},
         )
         AnalysisRun.objects.filter(pk=run_id).update(
-            n_participants=len(results), n_retained=int((results["excluded_by"] == "").sum())
+            n_participants=len(results), n_retained=int((results["excluded_by"] == "").sum()),
+            pending=list(pending), failures={},
         )
+
+
+def analysis_run_tables_land(
+    *, run_id: int, attempt: int, names: Sequence[str], computed: pipeline.Statistics, timings: Mapping[str, float]
+) -> bool:
+    """Store the tables ``names`` of an attempt (or their failures) and strike them from its pending list.
+
+    ``timings`` join the run's. The landing that leaves nothing pending
+    finishes the run; True when this one did. Raises ``RunSuperseded`` when
+    ``attempt`` no longer owns the run: then nothing is written.
+    """
+    with transaction.atomic():
+        run = _owned(ANALYSIS, run_id, attempt).select_for_update().first()
+        if run is None:
+            raise RunSuperseded(f"run {run_id}: attempt {attempt} no longer owns the run")
+        _tables_write(ANALYSIS, run_id, {n: computed.tables[n] for n in names if n in computed.tables}, {})
+        pending = [name for name in run.pending if name not in set(names)]
+        fields: dict[str, Any] = {
+            "pending": pending, "failures": {**run.failures, **{n: computed.failures[n] for n in names
+                                                                 if n in computed.failures}},
+            "timings": {**run.timings, **timings}, "step": "parts" if pending else "done",
+        }
+        if not pending:
+            now = timezone.now()
+            fields["timings"]["total"] = round((now - run.started_at).total_seconds(), 3)
+            fields.update(status=Status.DONE, finished_at=now)
+        AnalysisRun.objects.filter(pk=run_id).update(**fields)
+    if pending:
+        return False
+    fanout.frames_discard(run_id=run_id, attempt=attempt)
+    logger.info("run %s done (attempt %s) in %.2fs", run_id, attempt, fields["timings"]["total"])
+    return True
 
 
 # --------------------------------------------------------------------------- finish
@@ -339,6 +391,8 @@ def run_finish(*, kind: RunKind, run_id: int, attempt: int, timings: Mapping[str
 
 def run_fail(*, kind: RunKind, run_id: int, attempt: int, error: str, timings: Mapping[str, float]) -> bool:
     """Mark the attempt's run failed with a readable error (its tables are never shown)."""
+    if kind is ANALYSIS:
+        fanout.frames_discard(run_id=run_id, attempt=attempt)
     return bool(
         _owned(kind, run_id, attempt).update(
             status=Status.FAILED, finished_at=timezone.now(), error=error[:5000], timings=dict(timings)
@@ -349,7 +403,24 @@ def run_fail(*, kind: RunKind, run_id: int, attempt: int, error: str, timings: M
 # --------------------------------------------------------------------------- the steps of each kind
 
 
-def _analysis_steps(run: AnalysisRun, attempt: int, steps: RunSteps) -> dict[str, Any]:
+def _with_quality(participants: pd.DataFrame, result: QualityResult) -> pd.DataFrame:
+    """The participants frame with the quality columns the statistics read (``excluded_by``, sd, mae, ...)."""
+    return participants.merge(
+        result.participants.drop(columns=["duration_minutes", "attention_failures"]), on="participant_id"
+    )
+
+
+def _statistics_timings(computed: pipeline.Statistics) -> dict[str, float]:
+    return {f"statistics.{name}": seconds for name, seconds in computed.timings.items()}
+
+
+def _analysis_steps(run: AnalysisRun, attempt: int, steps: RunSteps) -> None:
+    """The run's own task: frames, quality rules, the paper's tables; then the part tasks do the rest.
+
+    The parts are sent once the paper's tables have landed, so that those come
+    first even where the workers are fewer than the cores they share. Returns
+    None: the run is finished by whichever landing leaves no table pending.
+    """
     with steps.step("frames"):
         design = study_design(run.study_id)
         ratings = frames.ratings_frame(run.study_id)
@@ -357,16 +428,126 @@ def _analysis_steps(run: AnalysisRun, attempt: int, steps: RunSteps) -> dict[str
         gold = frames.gold_frame(run.study_id)
     with steps.step("quality"):
         result = quality.apply_quality_rules(ratings, participants, gold, run.thresholds, design.subgroups)
+    plan = fanout.statistics_plan(registry.statistics_analyses(design=design.features),
+                                  seconds=_table_seconds_of_last_run(run))
     with steps.step("persist"):
-        analysis_run_quality_persist(run_id=run.pk, study_id=run.study_id, attempt=attempt, result=result)
+        analysis_run_quality_persist(run_id=run.pk, study_id=run.study_id, attempt=attempt, result=result,
+                                     pending=plan.table_names)
+    shared = fanout.RunFrames(ratings, _with_quality(participants, result), gold)
     with steps.step("statistics"):
-        enriched = participants.merge(
-            result.participants.drop(columns=["duration_minutes", "attention_failures"]), on="participant_id"
-        )
-        computed = pipeline.compute_statistics(ratings, enriched, gold, design=design)
-        run_tables_persist(kind=ANALYSIS, run_id=run.pk, attempt=attempt, tables=computed.tables)
-    steps.timings.update({f"statistics.{name}": seconds for name, seconds in computed.timings.items()})
-    return {"failures": computed.failures}
+        computed = _statistics(shared, plan.paper, design)
+    if plan.parts:
+        with steps.step("fan-out"):
+            _frames_share(run.pk, attempt, shared)
+    analysis_run_tables_land(run_id=run.pk, attempt=attempt, names=[a.name for a in plan.paper], computed=computed,
+                             timings={**steps.timings, **_statistics_timings(computed)})
+    _parts_send(run.pk, attempt, plan.parts)
+
+
+def _statistics(
+    shared: fanout.RunFrames, analyses: Sequence[registry.Analysis], design: Design
+) -> pipeline.Statistics:
+    """The tables of ``analyses`` for a study of ``design``, with numpy's BLAS on one thread.
+
+    A run's tasks already keep every core busy, one task per worker process;
+    a BLAS thread pool per task oversubscribes the cores, and for the
+    mid-sized matrices of these models costs more in synchronisation than it
+    gains (the mixed model at 10,000 participants: 12.6 s on two threads,
+    5.8 s on one, alone on an idle two-core machine).
+    """
+    with threadpool_limits(limits=1, user_api="blas"):
+        return pipeline.compute_statistics(shared.ratings, shared.participants, shared.gold, analyses=analyses,
+                                           design=design)
+
+
+def _table_seconds_of_last_run(run: AnalysisRun) -> dict[str, float]:
+    """Seconds per table in the study's latest finished run: how long each part will take, roughly."""
+    latest = selectors.analysis_run_latest_done(study=run.study)
+    prefix = "statistics."
+    return {key.removeprefix(prefix): seconds for key, seconds in (latest.timings if latest else {}).items()
+            if key.startswith(prefix)}
+
+
+def _frames_share(run_id: int, attempt: int, shared: fanout.RunFrames) -> None:
+    try:
+        fanout.frames_store(run_id=run_id, attempt=attempt, frames=shared)
+    except OSError as exc:
+        # Not fatal: each part then builds the frames again from the database.
+        logger.warning("run %s: could not leave the frames for its parts (%s)", run_id, exc)
+
+
+def _parts_send(run_id: int, attempt: int, parts: Sequence[Sequence[str]]) -> None:
+    """Send one task per part; a part the broker does not take is computed here and now.
+
+    Without a broker (tasks in-process) each part runs inline, through the same code.
+    """
+    task = current_app.tasks[PART_TASK_NAME]
+    unsent = []
+    for names in parts:
+        if settings.CELERY_TASK_ALWAYS_EAGER:
+            task.delay(run_id, attempt, list(names))
+            continue
+        try:
+            task.apply_async((run_id, attempt, list(names)), retry=False)
+        except Exception as exc:  # noqa: BLE001 - kombu/redis raise many kinds; any means "not sent"
+            logger.warning("run %s: part %s not sent (%s); computing it here", run_id, names, type(exc).__name__)
+            unsent.append(names)
+    for names in unsent:
+        analysis_run_part(run_id=run_id, attempt=attempt, names=names)
+
+
+def _frames_rebuilt(run: AnalysisRun, design: Design) -> fanout.RunFrames:
+    """The frames of a run's attempt on a machine without its file: built again from the database.
+
+    Exclusions are those the attempt persisted, and participants who enrolled
+    since are left out, so every table of the run describes the same people.
+    """
+    ratings = frames.ratings_frame(run.study_id)
+    participants = frames.participants_frame(run.study_id, design)
+    gold = frames.gold_frame(run.study_id)
+    enriched = _with_quality(participants, quality.apply_quality_rules(ratings, participants, gold, run.thresholds,
+                                                                       design.subgroups))
+    persisted = dict(
+        ParticipantResult.objects.filter(run_id=run.pk).values_list("participant__pseudonym", "excluded_by")
+    )
+    enriched = enriched[enriched["participant_id"].isin(persisted)]
+    return fanout.RunFrames(ratings, enriched.assign(excluded_by=enriched["participant_id"].map(persisted)), gold)
+
+
+def analysis_run_part(*, run_id: int, attempt: int, names: Sequence[str]) -> str:
+    """What a part task does: compute the tables ``names`` of the attempt and land them.
+
+    Idempotent: a delivery for a superseded attempt, a finished run or tables
+    already landed does nothing. A failure outside the analyses themselves
+    (each analysis's own error is recorded as its failure) fails the run.
+    """
+    run = _owned(ANALYSIS, run_id, attempt).first()
+    todo = [name for name in names if run is not None and name in run.pending]
+    if not todo:
+        logger.info("run %s part %s: nothing to do (landed, superseded or finished)", run_id, list(names))
+        return "nothing to do"
+    began = time.perf_counter()
+    try:
+        design = study_design(run.study_id)
+        shared = fanout.frames_load(run_id=run_id, attempt=attempt)
+        source = "file" if shared is not None else "database"
+        shared = shared or _frames_rebuilt(run, design)
+        # A part is named by its first table in the timings.
+        loaded = {f"part.{todo[0]}.frames": round(time.perf_counter() - began, 3)}
+        logger.info("run %s part %s: frames from the %s in %.2fs", run_id, todo, source, *loaded.values())
+        computed = _statistics(shared, [registry.ANALYSES[name] for name in todo], design)
+        analysis_run_tables_land(run_id=run_id, attempt=attempt, names=todo, computed=computed,
+                                 timings={**_statistics_timings(computed), **loaded})
+    except RunSuperseded:
+        logger.warning("run %s: attempt %s was superseded; part %s leaves it to the newer attempt",
+                       run_id, attempt, todo)
+        return "superseded"
+    except Exception as exc:  # noqa: BLE001 - any failure must end up readable on the run
+        logger.exception("run %s failed in part %s", run_id, todo)
+        run_fail(kind=ANALYSIS, run_id=run_id, attempt=attempt, timings=run.timings,
+                 error=f"statistics ({', '.join(todo)}): {type(exc).__name__}: {exc}")
+        return "failed"
+    return "landed"
 
 
 def _metrics_steps(run: MetricsRun, attempt: int, steps: RunSteps) -> dict[str, Any]:
@@ -380,7 +561,9 @@ def _metrics_steps(run: MetricsRun, attempt: int, steps: RunSteps) -> dict[str, 
     }
 
 
-_STEPS: dict[RunKind, Callable[[Any, int, RunSteps], dict[str, Any]]] = {
+# A kind's steps return the fields its run is finished with, or None when the
+# run finishes itself (an analysis run: when its last table lands).
+_STEPS: dict[RunKind, Callable[[Any, int, RunSteps], dict[str, Any] | None]] = {
     ANALYSIS: _analysis_steps, METRICS: _metrics_steps,
 }
 # Failures that are the environment's, not a bug: logged without a traceback.
@@ -403,6 +586,8 @@ def run_execute(*, kind: RunKind, run_id: int, attempt: int) -> None:
         steps.timings["total"] = round(time.perf_counter() - began, 3)
         run_fail(kind=kind, run_id=run_id, attempt=attempt, timings=steps.timings,
                  error=f"{steps.current}: {type(exc).__name__}: {exc}")
+        return
+    if fields is None:
         return
     steps.timings["total"] = round(time.perf_counter() - began, 3)
     if run_finish(kind=kind, run_id=run_id, attempt=attempt, timings=steps.timings, **fields):

@@ -1,4 +1,5 @@
-"""Reads of the analysis app. Only runs whose status is ``done`` expose results."""
+"""Reads of the analysis app. Only runs whose status is ``done`` expose results,
+except to the results page, which shows a running run's tables as they land."""
 
 from __future__ import annotations
 
@@ -46,6 +47,16 @@ def participant_results(*, run: AnalysisRun) -> QuerySet[ParticipantResult]:
         .select_related("participant")
         .order_by("participant_id")
     )
+
+
+def result_tables_so_far(*, run: AnalysisRun) -> dict[str, pd.DataFrame]:
+    """The tables a run has landed, by name: every one of a done run, those so far of a running one.
+
+    For the results page only, which says which tables are still computing;
+    exports and the API wait until the run is done.
+    """
+    landed = ResultTable.objects.filter(run=run, run__status__in=[AnalysisRun.Status.RUNNING, AnalysisRun.Status.DONE])
+    return {table.name: pd.DataFrame(table.rows, columns=table.columns) for table in landed.order_by("name")}
 
 
 def retained_participant_ids(*, run: AnalysisRun) -> QuerySet[ParticipantResult]:

@@ -20,11 +20,16 @@ class AnalysisRunSerializer(serializers.ModelSerializer):
     failures = serializers.DictField(
         child=serializers.CharField(), read_only=True,
         help_text="table name -> error, for each analysis that raised (the run's other tables stand)")
+    pending = serializers.ListField(
+        child=serializers.CharField(), read_only=True,
+        help_text="names of the tables the run is still computing; empty once it is done. Tables are "
+                  "served only when the run is done")
 
     class Meta:
         model = AnalysisRun
         fields = [
-            "id", "study", "status", "step", "error", "failures", "requested_by", "created_at", "started_at", "finished_at",
+            "id", "study", "status", "step", "error", "failures", "pending", "requested_by", "created_at",
+            "started_at", "finished_at",
             "n_participants", "n_retained", "thresholds", "status_url", "tables_url",
         ]
         read_only_fields = fields

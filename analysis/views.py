@@ -6,7 +6,11 @@ user may not see) and stays thin: reads come from selectors, writes from service
 
 from __future__ import annotations
 
+import hashlib
+import json
+
 from django.contrib.auth.decorators import login_required
+from django.core.cache import cache
 from django.db.models import Count, Q
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -78,40 +82,79 @@ def run_status(request: HttpRequest, slug: str, run_id: int) -> JsonResponse:
     study = study_for_user(request.user, slug)
     run = get_object_or_404(AnalysisRun, study=study, pk=run_id)
     return JsonResponse({"id": run.pk, "status": run.status, "step": run.step, "error": run.error,
-                         "failures": run.failures, "created_at": run.created_at, "finished_at": run.finished_at})
+                         "failures": run.failures, "pending": run.pending, "created_at": run.created_at,
+                         "finished_at": run.finished_at})
 
 
 LEVELS = ("participant", "rating")
 
 
+#: A results page shows at most this many rows of a table (one row per rater runs to thousands); the CSV has all.
+ROWS_SHOWN = 100
+
+
 def _table_for_display(frame, *, level: str):
     if "level" in frame.columns and level in set(frame["level"]):
         frame = frame[frame["level"] == level]
-    shown = frame.round(4).astype(object).where(frame.notna(), "")
-    return {"columns": list(shown.columns), "rows": shown.values.tolist(), "n_rows": len(shown)}
+    head = frame.head(ROWS_SHOWN)
+    shown = head.round(4).astype(object).where(head.notna(), "")
+    return {"columns": list(shown.columns), "rows": shown.values.tolist(), "n_rows": len(frame),
+            "cut": len(frame) > ROWS_SHOWN}
 
 
 @login_required
 @chart_page_csp
 def results(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
+    """A run's tables and figures; while it runs, those landed so far and a list of those still computing."""
     study = study_for_user(request.user, slug)
-    run = get_object_or_404(AnalysisRun, study=study, pk=run_id, status=AnalysisRun.Status.DONE)
+    run = get_object_or_404(AnalysisRun, study=study, pk=run_id,
+                            status__in=[AnalysisRun.Status.RUNNING, AnalysisRun.Status.DONE])
     level = request.GET.get("level", "participant")
     if level not in LEVELS:
         level = "participant"
-    frames = selectors.result_tables(run=run)
+    frames = selectors.result_tables_so_far(run=run)
     sections = [
         {"key": key, "heading": heading, "tables": [
             {"name": a.name, "title": a.title, **_table_for_display(frames[a.name], level=level)} for a in analyses
         ]}
         for key, heading, analyses in registry.sections(frames)
     ]
+    figures, template = _page_figures(study, run, frames)
     return render(request, "researcher/results.html", {
         "study": study, "run": run, "sections": sections, "level": level, "levels": LEVELS,
-        "failures": sorted(run.failures.items()),
-        "figures": charts.results_figures(frames, registry.figure_sources(), **selectors.figure_context(study=study)),
-        **_metrics_context(study),
+        "failures": sorted(run.failures.items()), "computing": _still_computing(run),
+        "figures": figures, "figure_template": template, **_metrics_context(study),
     })
+
+
+# Seconds a done run's figures stay cached: building them with plotly.py takes most of the page's time.
+FIGURES_CACHE_SECONDS = 3600
+
+
+def _page_figures(study, run: AnalysisRun, frames) -> tuple[dict, dict | None]:
+    """The results page's figures and their shared template; a done run's are built once and cached.
+
+    A done run's tables never change; the key also holds what the figures
+    take from the study (``selectors.figure_context``: its scale, labels, conditions...).
+    """
+    context = selectors.figure_context(study=study)
+
+    def build() -> tuple[dict, dict | None]:
+        return charts.page_payload(charts.results_figures(frames, registry.figure_sources(), **context))
+
+    if run.status != AnalysisRun.Status.DONE:
+        return build()
+    study_part = hashlib.sha256(json.dumps(context, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    key = f"results-figures:{run.pk}:{run.attempts}:{study_part}"
+    return cache.get_or_set(key, build, FIGURES_CACHE_SECONDS)
+
+
+def _still_computing(run: AnalysisRun) -> list[str] | None:
+    """Titles of the tables a running run has yet to land (None when the run is done)."""
+    if run.status == AnalysisRun.Status.DONE:
+        return None
+    pending = set(run.pending)
+    return [analysis.title for analysis in registry.REGISTERED if analysis.name in pending]
 
 
 @login_required

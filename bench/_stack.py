@@ -212,12 +212,13 @@ class CeleryWorker:
     env: dict[str, str]
     log_path: Path | None = None
     proc: subprocess.Popen | None = None
+    name: str = "celery"  # the node name; several workers on one machine need different ones
 
     def start(self) -> "CeleryWorker":
         log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
         self.proc = subprocess.Popen(
             [PYTHON, "-m", "celery", "-A", "config", "worker", "--concurrency=1", "--loglevel=INFO",
-             "--without-gossip", "--without-mingle", "--without-heartbeat"],
+             "--without-gossip", "--without-mingle", "--without-heartbeat", "-n", f"{self.name}@%h"],
             cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
         )
         return self

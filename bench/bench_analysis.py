@@ -232,6 +232,7 @@ def platform(report: Report, study, thresholds: dict) -> dict[str, Any]:
     from django.db.models.signals import pre_init
 
     from analysis import frames, pipeline, quality, registry
+    from analysis.design import study_design
 
     created = []
 
@@ -242,8 +243,9 @@ def platform(report: Report, study, thresholds: dict) -> dict[str, Any]:
     with report.step("frames: ratings_frame") as step:
         ratings = frames.ratings_frame(study.pk)
         step.note = f"{len(ratings)} rows"
+    design = study_design(study.pk)
     with report.step("frames: participants_frame") as step:
-        participants = frames.participants_frame(study.pk)
+        participants = frames.participants_frame(study.pk, design)
         step.note = f"{len(participants)} rows"
     with report.step("frames: gold_frame"):
         gold = frames.gold_frame(study.pk)
@@ -251,7 +253,7 @@ def platform(report: Report, study, thresholds: dict) -> dict[str, Any]:
     orm_objects = len(created)
 
     with report.step("quality: apply_quality_rules") as step:
-        result = quality.apply_quality_rules(ratings, participants, gold, thresholds)
+        result = quality.apply_quality_rules(ratings, participants, gold, thresholds, design.subgroups)
         enriched = participants.merge(
             result.participants.drop(columns=["duration_minutes", "attention_failures"]), on="participant_id"
         )
@@ -259,8 +261,8 @@ def platform(report: Report, study, thresholds: dict) -> dict[str, Any]:
         step.note = f"{len(inputs.kept['participants'])} retained, {len(inputs.kept['ratings'])} ratings"
 
     tables = {}
-    options = pipeline.options_from_settings(registry.REGISTERED)
-    for analysis in registry.statistics_analyses():
+    options = pipeline.with_design_options(pipeline.options_from_settings(registry.REGISTERED), design)
+    for analysis in registry.statistics_analyses(design=design.features):
         with report.step(f"analysis: {analysis.name}") as step:
             tables[analysis.name] = pipeline.compute_table(analysis, inputs, options)
             notes = sorted({n for n in tables[analysis.name].get("note", pd.Series(dtype=object)).dropna() if n})

@@ -13,8 +13,9 @@ import pytest
 
 from bots.drive import run_over_http
 from bots.personas import Persona
-from tests.support.browser import browser, new_page, save_screenshot  # noqa: F401  (browser is a fixture)
+from tests.support.browser import browser, new_page, save_screenshot, sign_in  # noqa: F401  (browser is a fixture)
 from tests.support.researcher import PASSWORD, fill_with_bots
+from tests.support.held_broker import held_broker  # noqa: F401  (a fixture)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -33,10 +34,7 @@ def test_a_researcher_follows_a_study_from_dashboard_to_the_zip(browser, live_se
     requests: list[str] = []
     page.on("request", lambda request: requests.append(request.url))
 
-    page.goto(f"{live_server.url}/accounts/login/")
-    page.fill("input[name=username]", "owner")
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button[type=submit], input[type=submit]")
+    sign_in(page, live_server.url, "owner", PASSWORD)
     page.goto(f"{live_server.url}/studies/{study.slug}/")
     before = completed_shown(page)
     assert before == 10
@@ -106,4 +104,30 @@ def test_the_api_docs_work_offline_under_our_content_security_policy(browser, li
     assert page.locator(".swagger-ui .opblock").count() >= 16
     assert not refused, refused
     assert all(url.startswith(live_server.url) for url in requests), requests
+    page.context.close()
+
+
+def test_the_results_page_of_a_running_run_fills_in_as_its_parts_land(browser, live_server, study, owner,
+                                                                      monkeypatch, held_broker):
+    from analysis.models import AnalysisRun
+    from analysis.tasks import run_analysis, run_analysis_part
+    from tests.support.researcher import narrow_analyses
+
+    fill_with_bots(study, 10, seed=11, mix={"honest": 1.0})
+    narrow_analyses(monkeypatch, ("win_table", "ttests", "anova", "descriptives", "region_means"))
+    run = AnalysisRun.objects.create(study=study, thresholds=study.quality_thresholds)
+    assert run_analysis(run.pk) == "running"  # the paper's tables are in; the part waits on the broker
+    page = new_page(browser)
+    sign_in(page, live_server.url, "owner", PASSWORD)
+    page.goto(f"{live_server.url}/studies/{study.slug}/runs/{run.pk}/")
+    assert page.locator("#t-win_table").count() == 1 and page.locator("#t-descriptives").count() == 0
+    assert "Still computing" in page.locator("#run-progress").inner_text()
+    page.wait_for_selector("#fig-win_grid svg.main-svg")
+
+    for _, args in held_broker():
+        run_analysis_part.apply(args=args)
+    # No click: the page polls the run and reloads once the last tables are in.
+    page.wait_for_selector("#t-descriptives", timeout=15_000)
+    assert page.locator("#run-progress").count() == 0
+    page.wait_for_selector("#fig-rating_means svg.main-svg")
     page.context.close()

@@ -108,6 +108,8 @@ BAD_ROWS = {
                                                  for p in [_participant(s)] for _ in range(2)],
     "run_status_known": lambda s: AnalysisRun.objects.create(study=s, status="paused"),
     "run_done_has_finish_time": lambda s: AnalysisRun.objects.create(study=s, status="done"),
+    "run_done_has_no_pending_table": lambda s: AnalysisRun.objects.create(
+        study=s, status="done", finished_at=NOW, pending=["mixed_model"]),
     "result_unique_participant": lambda s: [ParticipantResult.objects.create(run=r, participant=p) for r in [AnalysisRun.objects.create(study=s)] for p in [_participant(s)] for _ in range(2)],
     "result_rule_known": lambda s: ParticipantResult.objects.create(run=AnalysisRun.objects.create(study=s), participant=_participant(s), excluded_by="vibes"),
     "result_table_unique_name": lambda s: [ResultTable.objects.create(run=r, name="ttests") for r in [AnalysisRun.objects.create(study=s)] for _ in range(2)],

@@ -133,6 +133,30 @@ def test_the_level_switch_shows_one_level_at_a_time(owner_client, done_run):
     assert {row[at] for row in section_rows(page, "region_means")} == {"participant"}
 
 
+def test_a_long_table_shows_its_first_rows_and_says_the_csv_has_them_all(owner_client, done_run):
+    from analysis.models import ResultTable
+    from analysis.views import ROWS_SHOWN
+
+    rows = [[f"p{i:04d}", 24, 0.5, 0.01, "none", ""] for i in range(ROWS_SHOWN + 50)]
+    ResultTable.objects.create(run=done_run, name="rater_loo", rows=rows,
+                               columns=["participant_id", "n_items", "spearman_r", "p", "holm_family", "note"])
+    page = owner_client.get(f"/studies/{done_run.study.slug}/runs/{done_run.pk}/").content.decode()
+    shown = section_rows(page, "rater_loo")
+    assert len(shown) == ROWS_SHOWN and shown[0][0] == "p0000"
+    assert f"{ROWS_SHOWN + 50} rows (the first {ROWS_SHOWN} shown; the CSV has them all)" in page
+    csv_lines = owner_client.get(f"/studies/{done_run.study.slug}/runs/{done_run.pk}/tables/rater_loo.csv")
+    assert len(b"".join(csv_lines.streaming_content).decode().splitlines()) == ROWS_SHOWN + 51
+
+
+def test_the_page_sends_plotlys_template_once_and_every_figure_without_it(owner_client, done_run):
+    page = owner_client.get(f"/studies/{done_run.study.slug}/runs/{done_run.pk}/").content.decode()
+    figures = figures_of(page)
+    template = json.loads(html.unescape(re.search(
+        r'<script id="figures-template" type="application/json">(.*?)</script>', page, re.S).group(1)))
+    assert figures and all("template" not in figure["layout"] for figure in figures.values())
+    assert "layout" in template and "data" in template
+
+
 def test_results_of_a_run_that_is_not_done_are_404(owner_client, study):
     run = AnalysisRun.objects.create(study=study)
     assert owner_client.get(f"/studies/{study.slug}/runs/{run.pk}/").status_code == 404

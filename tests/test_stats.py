@@ -455,6 +455,36 @@ def test_it_fits_plackett_luce_at_the_likelihood_maximum():
     assert S.plackett_luce(rankings, 4) == pytest.approx(theta - theta.mean(), abs=1e-5)
 
 
+def test_counted_rankings_give_the_fit_of_the_rankings_repeated():
+    rng = np.random.default_rng(8)
+    distinct = np.array([np.argsort(-rng.gumbel(size=4)) for _ in range(12)])
+    counts = rng.integers(0, 5, len(distinct))
+    repeated = np.repeat(distinct, counts, axis=0)
+    assert S.plackett_luce(distinct, 4, counts=counts) == pytest.approx(S.plackett_luce(repeated, 4), abs=1e-12)
+
+
+def test_the_bootstrap_of_plackett_luce_resamples_participants_with_all_their_rankings(ratings):
+    """The CI, computed here the long way: each resample's rankings written out and fitted one by one."""
+    from analysis.stats.rankings import _rankings_array
+
+    table = S.bradley_terry(ratings, n_boot=25, seed=4).set_index(["model", "condition"])
+    items = ratings[["model", "condition"]].drop_duplicates().sort_values(["model", "condition"])
+    codes = pd.MultiIndex.from_frame(items).get_indexer(pd.MultiIndex.from_frame(ratings[["model", "condition"]]))
+    rankings, owners = _rankings_array(ratings, "participant_id", "block_id", "rank", pd.Series(codes, ratings.index))
+    estimate = S.plackett_luce(rankings, len(items))
+    people = np.unique(owners)
+    rng = np.random.default_rng(4)
+    draws = []
+    for _ in range(25):
+        chosen = people[rng.integers(0, len(people), len(people))]
+        sample = np.concatenate([rankings[owners == person] for person in chosen])
+        draws.append(S.plackett_luce(sample, len(items), tol=1e-8, start=estimate))
+    low, high = np.percentile(draws, [2.5, 97.5], axis=0)
+    assert table["strength"].to_numpy() == pytest.approx(estimate, abs=1e-12)
+    assert table["ci_low"].to_numpy() == pytest.approx(low, abs=1e-9)
+    assert table["ci_high"].to_numpy() == pytest.approx(high, abs=1e-9)
+
+
 def test_it_reproduces_bradley_terry_for_pairs():
     # A beats B 3 times, B beats A once: worth ratio 3, log-worths +-ln(3)/2.
     rankings = np.array([[0, 1], [0, 1], [0, 1], [1, 0]])
@@ -584,6 +614,12 @@ def test_it_correlates_each_rater_with_the_others_left_out(ratings):
     assert table.loc[person, "spearman_r"] == pytest.approx(expected.statistic, abs=TOL)
     assert table.loc[person, "n_items"] == 120
     assert (table["spearman_r"] > 0).mean() > 0.9
+    # Every rater, r and p, against scipy called rater by rater.
+    for rater, cells in ratings.groupby("participant_id"):
+        others = ratings[ratings["participant_id"] != rater].groupby("response_id")["rating"].mean()
+        expected = stats.spearmanr(cells["rating"].to_numpy(), others[cells["response_id"]].to_numpy())
+        assert table.loc[rater, ["spearman_r", "p"]].tolist() == pytest.approx(
+            [expected.statistic, expected.pvalue], rel=1e-9, abs=1e-300)
 
 
 def test_it_correlates_raters_with_the_llm_judge(ratings):
@@ -593,9 +629,11 @@ def test_it_correlates_raters_with_the_llm_judge(ratings):
     aligned = gold.set_index("response_id")["gold_score"][means.index]
     assert table.loc[("response", "spearman"), "r"] == pytest.approx(stats.spearmanr(means, aligned).statistic, abs=TOL)
     assert table.loc[("response", "pearson"), "p"] == pytest.approx(stats.pearsonr(means, aligned).pvalue, abs=1e-15)
-    per_rater = [stats.spearmanr(g["rating"], g["response_id"].map(gold.set_index("response_id")["gold_score"])).statistic
-                 for _, g in ratings.groupby("participant_id")]
-    assert table.loc[("rater", "spearman"), "r"] == pytest.approx(np.mean(per_rater), abs=TOL)
+    for method, correlate in (("spearman", stats.spearmanr), ("pearson", stats.pearsonr)):
+        per_rater = [correlate(g["rating"], g["response_id"].map(gold.set_index("response_id")["gold_score"])).statistic
+                     for _, g in ratings.groupby("participant_id")]
+        assert table.loc[("rater", method), "r"] == pytest.approx(np.mean(per_rater), abs=TOL)
+        assert table.loc[("rater", method), "n"] == len(per_rater)
     assert table.loc[("response", "spearman"), "r"] > 0.5
 
 

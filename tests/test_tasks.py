@@ -8,7 +8,7 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from analysis import quality, runs
+from analysis import fanout, quality, registry, runs
 from analysis.models import AnalysisRun, ParticipantResult, ResultTable
 from analysis.selectors import analysis_run_latest_done, result_table_frame
 from analysis.tasks import run_analysis
@@ -53,10 +53,11 @@ def test_creating_a_run_copies_the_thresholds_and_runs_it_after_commit(small_stu
     run.refresh_from_db()
     assert run.status == "done" and run.requested_by == "alice" and run.attempts == 1
     assert run.thresholds == {**small_study.quality_thresholds, "duration_min_minutes": 9.0}
-    steps = {key for key in run.timings if not key.startswith("statistics.")}
-    assert steps == {"frames", "quality", "persist", "statistics", "total"}
-    assert {"statistics.win_table", "statistics.ttests", "statistics.anova"} <= set(run.timings)
-    assert run.finished_at is not None and run.step == "done"
+    steps = {key for key in run.timings if not key.startswith(("statistics.", "part."))}
+    assert steps == {"frames", "quality", "persist", "statistics", "fan-out", "total"}
+    assert {"statistics.win_table", "statistics.ttests", "statistics.anova", "statistics.mixed_model",
+            "part.mixed_model.frames"} <= set(run.timings)
+    assert run.finished_at is not None and run.step == "done" and run.pending == []
 
 
 def test_the_claim_takes_a_queued_run_once(small_study):
@@ -181,7 +182,9 @@ def test_an_attempt_whose_lease_expired_during_the_statistics_cannot_overwrite_t
     monkeypatch.setattr(pipeline, "compute_statistics", statistics_while_another_attempt_takes_over)
     assert run_analysis(run.pk) == "done"  # attempt 1 ends: superseded, it leaves the run as attempt 2 left it
     run.refresh_from_db()
-    assert (run.status, run.attempts, len(calls)) == ("done", 2, 2)
+    # Attempt 1's paper tables, then attempt 2's paper tables and its parts; attempt 1 sent no part.
+    parts = fanout.statistics_plan(registry.statistics_analyses()).parts
+    assert (run.status, run.attempts, len(calls)) == ("done", 2, 2 + len(parts))
     assert "stale attempt" not in set(result_table_frame(run=run, name="win_table")["winner"])
     assert not ResultTable.objects.filter(run=run, name="stale_only").exists()
 

@@ -149,3 +149,33 @@ def test_a_run_whose_worker_is_killed_completes_exactly_once_on_another_worker(b
     log = slow.output() + rescuer.output()
     assert log.count(f"run {run.pk} done") == 1
     assert "done (attempt 2)" in rescuer.output()
+
+
+def test_two_workers_share_a_run_as_part_tasks_and_give_the_tables_of_an_in_process_run(
+        broker, imported, workers, settings):
+    from analysis import fanout, registry
+    from analysis.tasks import run_analysis
+    from config.celery import app
+
+    pair = [workers("left"), workers("right")]
+    for worker in pair:
+        wait_for(lambda w=worker: "ready." in w.output(), 60, f"{worker.log.name} to start", pair)
+    run = analysis_run_create(study=imported, requested_by="fan-out test")
+    wait_for(lambda: status_of(run) in {"done", "failed"}, 120, "the run to finish", pair)
+    assert run.status == "done" and run.pending == [], run.error
+
+    # The run was split: each part task logs where it read its frames; both workers took parts.
+    parts = fanout.statistics_plan(registry.statistics_analyses()).parts
+    per_worker = [w.output().count(f"run {run.pk} part ") for w in pair]
+    assert sum(per_worker) == len(parts) > 1 and all(per_worker), per_worker
+    assert sum(w.output().count("frames from the file") for w in pair) == len(parts)
+
+    settings.CELERY_TASK_ALWAYS_EAGER = app.conf.task_always_eager = True
+    try:
+        in_process = AnalysisRun.objects.create(study=imported, thresholds=imported.quality_thresholds)
+        assert run_analysis(in_process.pk) == "done"
+    finally:
+        settings.CELERY_TASK_ALWAYS_EAGER = app.conf.task_always_eager = False
+    tables = {r.pk: {t.name: (t.columns, t.rows) for t in ResultTable.objects.filter(run=r)} for r in (run, in_process)}
+    assert set(tables[run.pk]) == set(tables[in_process.pk])
+    assert [name for name in tables[run.pk] if tables[run.pk][name] != tables[in_process.pk][name]] == []

@@ -13,7 +13,7 @@ import warnings
 
 import numpy as np
 import pandas as pd
-from scipy import stats
+from scipy import sparse, stats
 
 from analysis.stats.primitives import (
     CONFIDENCE, _join_notes, _missing_columns_note, _note_frame, _subsample_participants, holm, mean_ci,
@@ -140,22 +140,28 @@ BRADLEY_TERRY_COLUMNS = [
 
 
 def plackett_luce(rankings: np.ndarray, n_items: int, *, tol: float = 1e-10, max_iter: int = 5000,
-                  start: np.ndarray | None = None) -> np.ndarray:
+                  start: np.ndarray | None = None, counts: np.ndarray | None = None) -> np.ndarray:
     """Plackett-Luce log-worths by Hunter's (2004) MM algorithm, centred to mean 0.
 
     ``rankings`` is an integer array (n_rankings x m): item indices ordered
     from first (best) to last. With m = 2 this is the Bradley-Terry model.
-    Items that never beat anything get ``-inf`` (no finite MLE).
+    Items that never beat anything get ``-inf`` (no finite MLE). ``counts``
+    says how many times each ranking was observed (default once each): the
+    estimate is that of the rankings repeated so, computed on the distinct ones.
 
     Examples
     --------
     >>> plackett_luce(np.array([[0, 1], [0, 1], [1, 0]]), 2).round(4).tolist()
     [0.3466, -0.3466]
+    >>> plackett_luce(np.array([[0, 1], [1, 0]]), 2, counts=np.array([2, 1])).round(4).tolist()
+    [0.3466, -0.3466]
     """
     rankings = np.asarray(rankings, dtype=int)
+    counts = np.ones(len(rankings)) if counts is None else np.asarray(counts, dtype=float)
+    rankings, counts = rankings[counts > 0], counts[counts > 0]
     m = rankings.shape[1]
     # Wins: times an item is chosen at a stage, i.e. ranked anywhere but last.
-    wins = np.bincount(rankings[:, : m - 1].ravel(), minlength=n_items).astype(float)
+    wins = np.bincount(rankings[:, : m - 1].ravel(), weights=np.repeat(counts, m - 1), minlength=n_items)
     appears = np.bincount(rankings.ravel(), minlength=n_items) > 0
     gamma = np.exp(start) if start is not None else np.ones(n_items)
     gamma[~appears] = 1.0
@@ -165,7 +171,7 @@ def plackett_luce(rankings: np.ndarray, n_items: int, *, tol: float = 1e-10, max
         remaining = np.cumsum(worths[:, ::-1], axis=1)[:, ::-1][:, : m - 1]
         # An item at position s was in the choice sets of stages 0..min(s, m-2).
         stage_sums = np.cumsum(1.0 / remaining, axis=1)
-        exposure = np.concatenate([stage_sums, stage_sums[:, -1:]], axis=1)
+        exposure = np.concatenate([stage_sums, stage_sums[:, -1:]], axis=1) * counts[:, None]
         denominator = np.bincount(rankings.ravel(), weights=exposure.ravel(), minlength=n_items)
         updated = np.where(appears, wins / np.where(denominator > 0, denominator, 1.0), 1.0)
         positive = updated[appears & (wins > 0)]
@@ -244,8 +250,10 @@ def bradley_terry(
     if rankings.shape[1] < 2:
         note = "every ranking holds one item: nothing was ranked above anything"
         return _note_frame(BRADLEY_TERRY_COLUMNS, _join_notes(subsample_note, note))
-    strengths = plackett_luce(rankings, len(items))
-    low, high = _bootstrap_ci(rankings, owners, len(items), strengths, n_boot, seed, confidence)
+    # Distinct rankings are few (orders of the few items of each block): the fits run on them, with counts.
+    distinct, which = np.unique(rankings, axis=0, return_inverse=True)
+    strengths = plackett_luce(distinct, len(items), counts=np.bincount(which.ravel(), minlength=len(distinct)))
+    low, high = _bootstrap_ci(distinct, which.ravel(), owners, len(items), strengths, n_boot, seed, confidence)
     finite = np.isfinite(strengths)
     worth = np.where(finite, np.exp(np.where(finite, strengths, 0.0)), 0.0)
     table = items.rename(columns={model: "model", condition: "condition"}).assign(
@@ -260,19 +268,27 @@ def bradley_terry(
     return table[BRADLEY_TERRY_COLUMNS]
 
 
-def _bootstrap_ci(rankings: np.ndarray, owners: np.ndarray, n_items: int, estimate: np.ndarray,
+def _bootstrap_ci(distinct: np.ndarray, which: np.ndarray, owners: np.ndarray, n_items: int, estimate: np.ndarray,
                   n_boot: int, seed: int, confidence: float) -> tuple[np.ndarray, np.ndarray]:
+    """Percentile CI over participants resampled with replacement.
+
+    ``which`` gives the distinct ranking (a row of ``distinct``) of each
+    observed ranking, ``owners`` its participant. A resample repeats each
+    participant's rankings as often as it drew the participant, so the counts
+    of the distinct rankings are the draw counts times the per-participant counts.
+    """
     if n_boot <= 0:
         return np.full(n_items, np.nan), np.full(n_items, np.nan)
     rng = np.random.default_rng(seed)
     people, person_index = np.unique(owners, return_inverse=True)
-    rows_of = [np.flatnonzero(person_index == i) for i in range(len(people))]
+    per_person = sparse.csr_array((np.ones(len(which)), (person_index.ravel(), which)),
+                                  shape=(len(people), len(distinct)))
     start = np.where(np.isfinite(estimate), estimate, 0.0)
     draws = np.empty((n_boot, n_items))
     for draw in range(n_boot):
         chosen = rng.integers(0, len(people), len(people))
-        sample = rankings[np.concatenate([rows_of[i] for i in chosen])]
-        draws[draw] = plackett_luce(sample, n_items, tol=1e-8, start=start)
+        counts = per_person.T @ np.bincount(chosen, minlength=len(people)).astype(float)
+        draws[draw] = plackett_luce(distinct, n_items, tol=1e-8, start=start, counts=counts)
     tail = (1 - confidence) / 2 * 100
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)

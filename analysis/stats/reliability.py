@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats
+from scipy import special, stats
 
 from analysis.stats.primitives import _join_notes, _missing_columns_note, _note_frame
 
@@ -164,22 +164,23 @@ def rater_loo_correlation(
     data = data.join(totals, on=keys)
     data = data[data["count"] >= 2]
     data = data.assign(_others=(data["sum"] - data[rating]) / (data["count"] - 1))
-    rows = []
-    for rater, cells in data.groupby(participant, sort=True):
-        own, others = cells[rating].to_numpy(dtype=float), cells["_others"].to_numpy(dtype=float)
-        row = {"participant_id": rater, "n_items": own.size, "spearman_r": np.nan, "p": np.nan,
-               "holm_family": _DESCRIPTIVE_P, "note": ""}
-        if own.size < min_items:
-            row["note"] = f"fewer than {min_items} shared items"
-        elif np.ptp(own) == 0 or np.ptp(others) == 0:
-            row["note"] = "constant ratings: correlation undefined"
-        else:
-            result = stats.spearmanr(own, others)
-            row.update(spearman_r=float(result.statistic), p=float(result.pvalue))
-        rows.append(row)
-    if not rows:
+    if data.empty:
         return _note_frame(RATER_LOO_COLUMNS, "no item rated by two or more raters")
-    return pd.DataFrame(rows, columns=RATER_LOO_COLUMNS)
+    per_rater = _correlations_by_group(data[participant], data[rating], data["_others"], "spearman")
+    notes = np.select([per_rater["n"] < min_items, per_rater["constant"]],
+                      [f"fewer than {min_items} shared items", "constant ratings: correlation undefined"], "")
+    defined = notes == ""
+    dof = per_rater["n"].to_numpy(dtype=float) - 2
+    r = per_rater["r"].to_numpy(dtype=float)
+    # The p of scipy.stats.spearmanr: a t statistic with n - 2 degrees of freedom, two-sided.
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = r * np.sqrt((dof / ((r + 1.0) * (1.0 - r))).clip(0))
+    table = pd.DataFrame({
+        "participant_id": np.asarray(per_rater.index, dtype=object), "n_items": per_rater["n"].to_numpy(),
+        "spearman_r": np.where(defined, r, np.nan), "p": np.where(defined, 2 * special.stdtr(dof, -np.abs(t)), np.nan),
+        "holm_family": _DESCRIPTIVE_P, "note": notes,
+    })
+    return table[RATER_LOO_COLUMNS]
 
 
 # ---------------------------------------------------------------------------
@@ -236,17 +237,36 @@ def rater_judge_agreement(
         for method in ("spearman", "pearson")
     ]
     for method in ("spearman", "pearson"):
-        per_rater = [
-            _correlation(cells[rating], cells[gold_score], method, min_items)["r"]
-            for _, cells in judged.groupby(participant, sort=True)
-        ]
-        defined = [value for value in per_rater if np.isfinite(value)]
-        rows.append({"level": "rater", "method": method, "r": float(np.mean(defined)) if defined else np.nan,
+        per_rater = _correlations_by_group(judged[participant], judged[rating], judged[gold_score], method)
+        defined = per_rater["r"][(per_rater["n"] >= min_items) & ~per_rater["constant"]].dropna()
+        rows.append({"level": "rater", "method": method, "r": float(np.mean(defined)) if len(defined) else np.nan,
                      "p": np.nan, "n": len(defined),
-                     "note": "" if defined else "no rater with a defined correlation"})
+                     "note": "" if len(defined) else "no rater with a defined correlation"})
     table = pd.DataFrame(rows, columns=JUDGE_COLUMNS)
     table["holm_family"] = "none: two descriptions of one agreement, not a test family"
     return table
+
+
+def _correlations_by_group(groups: pd.Series, x: pd.Series, y: pd.Series, method: str) -> pd.DataFrame:
+    """Per group (index, sorted): ``n``, ``constant`` (x or y takes one value) and Pearson's or Spearman's ``r``.
+
+    Vectorised over the groups (a scipy call per rater took seconds for
+    thousands of raters): Spearman's r is Pearson's r of the average ranks
+    within the group, as ``scipy.stats.spearmanr`` computes it; r is
+    meaningless where ``constant``.
+    """
+    # The groups keep their dtype: a categorical sorts in its own order, as the callers have always listed raters.
+    frame = pd.DataFrame({"group": groups.array, "x": x.to_numpy(dtype=float), "y": y.to_numpy(dtype=float)})
+    grouped = frame.groupby("group", sort=True)
+    spread = grouped[["x", "y"]].max() - grouped[["x", "y"]].min()
+    if method == "spearman":
+        frame[["x", "y"]] = grouped[["x", "y"]].rank(method="average")
+    centred = frame[["x", "y"]] - frame.groupby("group", sort=True)[["x", "y"]].transform("mean")
+    sums = pd.DataFrame({"xy": centred["x"] * centred["y"], "xx": centred["x"] ** 2, "yy": centred["y"] ** 2,
+                         "group": frame["group"]}).groupby("group", sort=True).sum()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = (sums["xy"] / np.sqrt(sums["xx"] * sums["yy"])).clip(-1.0, 1.0)
+    return pd.DataFrame({"n": grouped.size(), "constant": (spread == 0).any(axis=1), "r": r})
 
 
 def _correlation(x: pd.Series, y: pd.Series, method: str, min_items: int) -> dict[str, Any]:

@@ -84,6 +84,14 @@ def new_page(browser, *, viewport: dict | None = None, javascript: bool = True, 
     return context.new_page()
 
 
+def sign_in(page, base_url: str, username: str, password: str) -> None:
+    """Sign ``page`` in as a researcher through the login form."""
+    page.goto(f"{base_url}/accounts/login/")
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", password)
+    page.click("button[type=submit], input[type=submit]")
+
+
 def stub_the_panel(page) -> None:
     """Answer for the panel that a finisher is sent back to (tests stay offline). Call it just
     before finishing: with a route, chromium holds every request for Playwright to look at,

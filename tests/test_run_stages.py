@@ -1,0 +1,215 @@
+"""An analysis run in stages: the paper's tables land first, part tasks land the rest, the last one finishes it.
+
+The run's task sends its part tasks to a real (in-memory) kombu broker that
+holds them, so a test sees the run between its stages and then delivers each
+part as a worker would.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from analysis import fanout, registry, runs
+from analysis.exports import ExportUnavailable, export_run
+from analysis.models import AnalysisRun, ResultTable
+from analysis.selectors import analysis_run_latest_done, result_table_frame, result_tables_so_far
+from analysis.tasks import run_analysis, run_analysis_part
+from config.celery import app
+from tests.support.held_broker import held_broker, held_messages  # noqa: F401  (held_broker is a fixture)
+from tests.support.quality_data import planted_import, planted_population
+from tests.support.researcher import narrow_analyses
+
+PAPER = ("win_table", "ttests", "anova", "sensitivity_win_table")
+OTHERS = ("descriptives", "region_means", "bradley_terry", "rater_loo")
+
+
+@pytest.fixture
+def staged_study(tide, monkeypatch):
+    planted_import(tide, [p for p in planted_population(n_honest=6) if not p.live])
+    narrow_analyses(monkeypatch, (*PAPER, *OTHERS))
+    return tide
+
+
+def queued_run(study) -> AnalysisRun:
+    return AnalysisRun.objects.create(study=study, thresholds=study.quality_thresholds)
+
+
+def landed(run: AnalysisRun) -> set[str]:
+    return set(ResultTable.objects.filter(run=run).values_list("name", flat=True))
+
+
+def test_the_paper_tables_land_first_and_part_tasks_land_the_rest(staged_study, held_broker):
+    run = queued_run(staged_study)
+    assert run_analysis(run.pk) == "running"
+    run.refresh_from_db()
+    assert landed(run) == {"filter_flow", "filter_flow_by_subgroup", *PAPER}
+    assert set(run.pending) == set(OTHERS) and (run.status, run.step) == ("running", "parts")
+    assert set(result_tables_so_far(run=run)) == landed(run)
+    # Nothing of a running run reads as final: not the tables, not the latest done run, not the exports.
+    assert result_table_frame(run=run, name="win_table") is None
+    assert analysis_run_latest_done(study=staged_study) is None
+    with pytest.raises(ExportUnavailable):
+        export_run(study=staged_study)
+
+    parts = held_messages()
+    # The slow analyses one task each, first; the quick ones together.
+    assert parts == [(runs.PART_TASK_NAME, [run.pk, 1, names]) for names in
+                     (["bradley_terry"], ["rater_loo"], ["descriptives", "region_means"])]
+    for _, args in parts[:-1]:
+        assert run_analysis_part.apply(args=args).get() == "landed"
+        run.refresh_from_db()
+        assert run.status == "running" and args[2][0] in landed(run) and args[2][0] not in run.pending
+    assert run_analysis_part.apply(args=parts[-1][1]).get() == "landed"
+    run.refresh_from_db()
+    assert (run.status, run.step, run.pending, run.failures) == ("done", "done", [], {})
+    assert landed(run) == {"filter_flow", "filter_flow_by_subgroup", *PAPER, *OTHERS}
+    assert run.finished_at is not None and run.timings["total"] > 0
+    assert {f"statistics.{name}" for name in (*PAPER, *OTHERS)} <= set(run.timings)
+    assert not fanout.frames_path(run_id=run.pk, attempt=1).exists()  # the shared frames are removed
+    assert analysis_run_latest_done(study=staged_study) == run
+
+    # A redelivered part finds its tables landed and does nothing.
+    finished = run.finished_at
+    assert run_analysis_part.apply(args=parts[0][1]).get() == "nothing to do"
+    run.refresh_from_db()
+    assert run.finished_at == finished
+
+
+def test_a_staged_run_gives_the_tables_of_a_run_computed_in_process(staged_study, held_broker, settings):
+    staged = queued_run(staged_study)
+    run_analysis(staged.pk)
+    parts = held_messages()
+    # One part runs on a machine without the frames file: it rebuilds them from the database.
+    fanout.frames_discard(run_id=staged.pk, attempt=1)
+    for _, args in parts:
+        run_analysis_part.apply(args=args)
+    staged.refresh_from_db()
+    assert staged.status == "done"
+
+    settings.CELERY_TASK_ALWAYS_EAGER = app.conf.task_always_eager = True
+    in_process = queued_run(staged_study)
+    assert run_analysis(in_process.pk) == "done"
+    for name in (*PAPER, *OTHERS):
+        mine, theirs = (ResultTable.objects.get(run=r, name=name) for r in (staged, in_process))
+        assert (mine.columns, mine.rows) == (theirs.columns, theirs.rows), name
+
+
+def test_a_part_of_a_superseded_attempt_writes_nothing(staged_study, held_broker, settings):
+    settings.ANALYSIS_RUN_LEASE_SECONDS = 60
+    run = queued_run(staged_study)
+    run_analysis(run.pk)
+    stale_parts = held_messages()
+    # Attempt 1's worker died; attempt 2 takes the run over and lands its own paper tables.
+    AnalysisRun.objects.filter(pk=run.pk).update(started_at=run.created_at.replace(year=2000))
+    assert run_analysis(run.pk) == "running"
+    for _, args in stale_parts:
+        assert run_analysis_part.apply(args=args).get() == "nothing to do"
+    run.refresh_from_db()
+    assert run.attempts == 2 and set(run.pending) == set(OTHERS)
+    assert not landed(run) & set(OTHERS)
+    for _, args in held_messages():
+        assert args[1] == 2
+        run_analysis_part.apply(args=args)
+    run.refresh_from_db()
+    assert run.status == "done" and landed(run) >= set(OTHERS)
+
+
+def test_a_part_that_cannot_read_its_frames_fails_the_run_with_a_reason(staged_study, held_broker):
+    run = queued_run(staged_study)
+    run_analysis(run.pk)
+    fanout.frames_path(run_id=run.pk, attempt=1).write_bytes(b"not a pickle")
+    first = held_messages()[0][1]
+    assert run_analysis_part.apply(args=first).get() == "failed"
+    run.refresh_from_db()
+    assert run.status == "failed" and run.error.startswith("statistics (bradley_terry): UnpicklingError")
+    assert result_tables_so_far(run=run) == {}  # a failed run's tables are never shown
+
+
+def test_an_analysis_that_raises_in_a_part_is_recorded_and_the_run_still_finishes(staged_study, held_broker,
+                                                                                   monkeypatch):
+    from dataclasses import replace
+
+    def broken(ratings, **kwargs):
+        return ratings["no such column"]
+
+    monkeypatch.setitem(registry.ANALYSES, "descriptives", replace(registry.ANALYSES["descriptives"], function=broken))
+    run = queued_run(staged_study)
+    run_analysis(run.pk)
+    for _, args in held_messages():
+        run_analysis_part.apply(args=args)
+    run.refresh_from_db()
+    assert run.status == "done" and run.pending == []
+    assert set(run.failures) == {"descriptives"} and run.failures["descriptives"].startswith("KeyError: ")
+    assert "region_means" in landed(run) and "descriptives" not in landed(run)
+
+
+def test_with_the_broker_gone_the_run_computes_its_parts_itself(staged_study, settings, monkeypatch):
+    from tests.test_tasks import _closed_port
+
+    monkeypatch.delenv("CELERY_BROKER_URL", raising=False)  # Celery would prefer it to the closed port
+    previous = (app.conf.task_always_eager, app.conf.broker_url, app._pool, app.amqp._producer_pool)
+    settings.CELERY_TASK_ALWAYS_EAGER = app.conf.task_always_eager = False
+    app.conf.broker_url = f"redis://127.0.0.1:{_closed_port()}/0"
+    app._pool = app.amqp._producer_pool = None
+    try:
+        run = queued_run(staged_study)
+        assert run_analysis(run.pk) == "done"
+    finally:
+        app.conf.task_always_eager, app.conf.broker_url, app._pool, app.amqp._producer_pool = previous
+    assert landed(run) == {"filter_flow", "filter_flow_by_subgroup", *PAPER, *OTHERS}
+
+
+# ---------------------------------------------------------------- what researchers see meanwhile
+
+
+def test_the_results_page_of_a_running_run_shows_the_paper_tables_and_lists_the_rest(
+        staged_study, held_broker, owner_client, owner):
+    staged_study.owners.add(owner)
+    run = queued_run(staged_study)
+    run_analysis(run.pk)
+    url = f"/studies/{staged_study.slug}/runs/{run.pk}/"
+    page = owner_client.get(url).content.decode()
+    assert 'id="t-win_table"' in page and 'id="t-ttests"' in page and 'id="t-descriptives"' not in page
+    assert "Still computing" in page and "4 tables to come" in page
+    for name in OTHERS:
+        assert registry.ANALYSES[name].title in page
+    assert "run_progress.js" in page and f'data-status-url="{url[:-1]}.json"' in page
+    assert "tables/win_table.csv" not in page  # downloads wait for the whole run
+    status = owner_client.get(f"{url[:-1]}.json").json()
+    assert status["status"] == "running" and set(status["pending"]) == set(OTHERS)
+    dashboard = owner_client.get(f"/studies/{staged_study.slug}/").content.decode()
+    assert "Results so far" in dashboard and "4 tables still computing" in dashboard
+    assert owner_client.get(f"/studies/{staged_study.slug}/runs/{run.pk}/tables/win_table.csv").status_code == 404
+
+    for _, args in held_messages():
+        run_analysis_part.apply(args=args)
+    page = owner_client.get(url).content.decode()
+    assert "Still computing" not in page and "run_progress.js" not in page
+    assert 'id="t-descriptives"' in page and "tables/win_table.csv" in page
+
+
+def test_the_api_shows_what_is_pending_and_serves_no_table_until_the_run_is_done(
+        staged_study, held_broker, owner, owner_api):
+    staged_study.owners.add(owner)
+    run = queued_run(staged_study)
+    run_analysis(run.pk)
+    detail = owner_api.get(f"/api/runs/{run.pk}/").json()
+    assert detail["status"] == "running" and set(detail["pending"]) == set(OTHERS) and detail["tables_url"] is None
+    response = owner_api.get(f"/api/studies/{staged_study.slug}/runs/{run.pk}/tables/")
+    assert response.status_code == 409 and "running" in response.json()["detail"]
+    assert owner_api.get(f"/api/studies/{staged_study.slug}/exports/participants.csv").status_code == 404
+    for _, args in held_messages():
+        run_analysis_part.apply(args=args)
+    assert owner_api.get(f"/api/runs/{run.pk}/").json()["pending"] == []
+    assert owner_api.get(f"/api/studies/{staged_study.slug}/runs/{run.pk}/tables/").status_code == 200
+
+
+def test_the_plan_sends_the_longest_part_first_when_an_earlier_run_timed_the_tables():
+    analyses = [registry.ANALYSES[name] for name in (*PAPER, *OTHERS)]
+    plan = fanout.statistics_plan(analyses)
+    assert [a.name for a in plan.paper] == list(PAPER)
+    assert plan.parts == (("bradley_terry",), ("rater_loo",), ("descriptives", "region_means"))
+    timed = fanout.statistics_plan(analyses, seconds={"bradley_terry": 1.0, "rater_loo": 4.0, "descriptives": 2.5,
+                                                      "region_means": 2.5})
+    assert timed.parts == (("descriptives", "region_means"), ("rater_loo",), ("bradley_terry",))
+    assert sorted(timed.table_names) == sorted((*PAPER, *OTHERS))
