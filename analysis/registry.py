@@ -28,7 +28,8 @@ from analysis import stats
 INPUTS = ("ratings", "participants", "gold")
 
 #: Features of a study's design an analysis can need (see ``Analysis.needs``).
-FEATURES = frozenset({"ratings", "ranking", "best_worst", "comparison", "references", "subgroups", "regions", "gold"})
+FEATURES = frozenset({"ratings", "ranking", "best_worst", "pairwise", "comparison", "references", "subgroups", "regions",
+                      "gold"})
 
 #: Results-page sections, in page order: key -> heading.
 SECTIONS: dict[str, str] = {

@@ -313,6 +313,11 @@ with warnings.catch_warnings():
         )
         ranking: bool = False
         best_worst: bool = False
+        pairwise: bool = Field(
+            default=False, description="pairwise preference: each block shows two responses side by side and asks "
+            "which is better: the left, the right, a tie, or both bad (as Chatbot Arena and ACUTE-Eval run it); "
+            "every block then has exactly two responses. A per-block free_text question serves as the reason",
+        )
         letter_labels: bool = Field(
             default=False, description="show responses as A, B, C ... by display position: the letters are drawn "
             "at random per participant and block with the order, so they never reveal a source",
@@ -450,8 +455,13 @@ def _check_blocks(d: StudyDefinition) -> list[str]:
 
 def _check_answer_modes(d: StudyDefinition) -> list[str]:
     problems = []
-    if not d.dimensions and not d.ranking and not d.best_worst:
-        problems.append("dimensions: a study needs at least one rating dimension, ranking or best_worst")
+    if not d.dimensions and not d.ranking and not d.best_worst and not d.pairwise:
+        problems.append("dimensions: a study needs at least one rating dimension, ranking, best_worst or pairwise")
+    if d.pairwise:
+        problems += [f"blocks[{i}].responses: a pairwise block shows exactly two responses, not {len(b.responses)}"
+                     for i, b in enumerate(d.blocks) if len(b.responses) != 2]
+        problems += [f"{mode}: a pairwise study already asks which of the two responses is better; "
+                     f"{mode} would ask it again" for mode in ("ranking", "best_worst") if getattr(d, mode)]
     if d.attention_checks and not d.dimensions:
         problems.append("attention_checks: instructed checks need a rating dimension to answer on")
     if d.dimensions:
