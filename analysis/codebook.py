@@ -150,7 +150,7 @@ _CHOICES: dict[str, Column] = {
 _SIDE_WORDS = {"left": "left (display position 1)", "right": "right (display position 2)"}
 _PAIRWISE: dict[str, Column] = {
     **{f"{side}_response_id": Column(f"response shown on the {words}", TEXT,
-                                     "the study's response ids (e.g. Q1-R1)") for side, words in _SIDE_WORDS.items()},
+                                     COLUMNS["response_id"].allowed) for side, words in _SIDE_WORDS.items()},
     **{f"{side}_model": Column(f"system that wrote the {side} response", TEXT, COLUMNS["model"].allowed)
        for side in _SIDE_WORDS},
     **{f"{side}_condition": Column(f"condition of the {side} response", TEXT, COLUMNS["condition"].allowed)

@@ -389,3 +389,24 @@ def test_the_pipeline_feeds_the_pairwise_analyses_the_retained_participants_judg
     strengths = computed.tables["pairwise_bradley_terry"]
     conditions = strengths[strengths["level"] == "condition"].set_index("condition")["strength"]
     assert conditions["reference"] > conditions["fine-tuned"] > conditions["zero-shot"] == 0
+
+
+# --------------------------------------------------------------------------- the figure
+
+
+def test_the_strength_figure_draws_conditions_and_sources_with_their_intervals():
+    from analysis import charts
+    from tests.test_charts import _numbers
+
+    table = S.pairwise_bradley_terry(planted(15, seed=8), baseline="base", n_boot=20)
+    figure = charts.results_figures({"pairwise_bradley_terry": table}, registry.figure_sources())["pairwise_strength"]
+    conditions, sources = figure["data"]
+    expected = table[table["level"] == "condition"].sort_values("strength")
+    assert conditions["y"] == expected["condition"].tolist()
+    assert _numbers(conditions["x"]) == pytest.approx(expected["strength"].tolist())
+    assert _numbers(conditions["error_x"]["array"]) == pytest.approx(
+        (expected["ci_high"] - expected["strength"]).tolist())
+    assert len(sources["y"]) == 5 and "A · base" in sources["y"]
+    assert "base = 0" in figure["layout"]["title"]["text"]
+    empty = charts.pairwise_strength_chart(S.pairwise_bradley_terry(judgements([])))
+    assert empty["layout"]["annotations"][0]["text"] == "No decisive pairwise judgements yet."
