@@ -24,8 +24,8 @@ from analysis.selectors import (
     FREE_TEXT_COLUMNS, analysis_run_latest_done, choice_rows, free_text_rows, participant_results, result_table_frame,
     result_table_names,
 )
-from surveys.forms import letter_label
 from surveys.models import DemographicQuestion, FreeTextQuestion, Study
+from surveys.questions.controls import letter_label
 
 # A spreadsheet runs a cell starting with these as a formula (CSV injection).
 _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")

@@ -432,7 +432,6 @@ def _check_blocks(d: StudyDefinition) -> list[str]:
     systems, conditions = set(d.systems), set(d.conditions)
     response_ids = [r.id for b in d.blocks for r in b.responses]
     duplicate_ids = _duplicates(response_ids)
-    sizes = {len(b.responses) for b in d.blocks}
     for i, block in enumerate(d.blocks):
         where = f"blocks[{i}]"
         if block.scenario not in scenario_ids:
@@ -448,20 +447,13 @@ def _check_blocks(d: StudyDefinition) -> list[str]:
                 problems.append(f'{at}: unknown condition "{response.condition}"')
             if response.id in duplicate_ids:
                 problems.append(f'{at}.id: "{response.id}" is used by another response')
-    if d.ranking and len(sizes) > 1:
-        problems.append("blocks: ranking needs every block to show the same number of responses")
     return problems
 
 
 def _check_answer_modes(d: StudyDefinition) -> list[str]:
-    problems = []
-    if not d.dimensions and not d.ranking and not d.best_worst and not d.pairwise:
-        problems.append("dimensions: a study needs at least one rating dimension, ranking, best_worst or pairwise")
-    if d.pairwise:
-        problems += [f"blocks[{i}].responses: a pairwise block shows exactly two responses, not {len(b.responses)}"
-                     for i, b in enumerate(d.blocks) if len(b.responses) != 2]
-        problems += [f"{mode}: a pairwise study already asks which of the two responses is better; "
-                     f"{mode} would ask it again" for mode in ("ranking", "best_worst") if getattr(d, mode)]
+    from .questions import definition_problems  # the question types need the app registry, loaded by then
+
+    problems = definition_problems(d)
     if d.attention_checks and not d.dimensions:
         problems.append("attention_checks: instructed checks need a rating dimension to answer on")
     if d.dimensions:

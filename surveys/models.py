@@ -38,7 +38,8 @@ class Study(models.Model):
                                  help_text='what participants judge, as an adjective ("helpful", "clear")')
     ranking_enabled = models.BooleanField(default=False)
     best_worst_enabled = models.BooleanField(default=False)
-    pairwise_enabled = models.BooleanField(default=False, help_text="two responses per block; which is better")
+    pairwise_enabled = models.BooleanField(default=False, db_default=False,
+                                           help_text="two responses per block; which is better")
     letter_labels = models.BooleanField(default=False, help_text="responses shown as A, B, C ... by display position")
     language = models.CharField(max_length=limits.LANGUAGE, default="en",
                                 help_text='the language of the participant pages, a code of settings.LANGUAGES ("zh-hans")')
@@ -424,7 +425,7 @@ class BlockVisit(models.Model):
     attention_value = models.SmallIntegerField(null=True, blank=True)
     attention_passed = models.BooleanField(null=True, blank=True)
     # A pairwise block's answer; the placement at position 1 is the left response, at 2 the right one.
-    preference = models.CharField(max_length=8, choices=Preference.choices, default="", blank=True)
+    preference = models.CharField(max_length=8, choices=Preference.choices, default="", db_default="", blank=True)
 
     class Meta:
         ordering = ["participant", "sequence"]
