@@ -321,8 +321,8 @@ def answer_pairs(study, *, seed: int = 0) -> None:
 
 @pytest.fixture
 def answered(pairwise):
+    """The pairwise study with 10 bots who answered through the services."""
     fill_with_bots(pairwise, 10)
-    answer_pairs(pairwise)
     return pairwise
 
 
@@ -369,6 +369,7 @@ def test_the_frame_reads_a_few_queries_whatever_the_number_of_participants(answe
 
 
 def test_the_pipeline_feeds_the_pairwise_analyses_the_retained_participants_judgements(answered):
+    answer_pairs(answered)  # a planted order of the conditions, for the strengths below
     design = study_design(answered.pk)
     chosen = registry.statistics_analyses(design=design.features)
     assert {a.name for a in chosen} == {"pairwise_win_rates", "pairwise_bradley_terry", "pairwise_position_bias"}

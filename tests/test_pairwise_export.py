@@ -17,7 +17,6 @@ from analysis.models import ParticipantResult
 from surveys.models import BlockVisit, FreeTextAnswer, FreeTextQuestion, ItemPlacement, Participant, System
 from tests.support.downloads import csv_rows, response_bytes
 from tests.support.researcher import fill_with_bots, finished_run
-from tests.test_pairwise_analysis import answer_pairs
 
 PAIRWISE_HEADER = ["participant_id", "block_id", "scenario", "left_response_id", "right_response_id", "left_model",
                    "right_model", "left_condition", "right_condition", "preference", "seconds_on_block"]
@@ -27,12 +26,11 @@ FORMULA_SYSTEM = "=HYPERLINK(\"http://x\")"
 
 @pytest.fixture
 def pw_run(pairwise, owner, settings):
-    """The pairwise study owned by ``owner``: 14 bots (some excluded by the quality rules), every submitted block
-    answered through the ORM, a formula-like system name and reason, and a finished run."""
+    """The pairwise study owned by ``owner``: 14 bots answering through the services (some excluded by the
+    quality rules), a formula-like system name and reason, and a finished run."""
     settings.ANALYSIS_BOOTSTRAP_SAMPLES = 30
     pairwise.owners.add(owner)
     fill_with_bots(pairwise, 14)
-    answer_pairs(pairwise, seed=3)
     System.objects.filter(study=pairwise, name="Qwen2.5-3B").update(name=FORMULA_SYSTEM)
     visit = BlockVisit.objects.filter(participant__study=pairwise).exclude(preference="").first()
     FreeTextAnswer.objects.update_or_create(
@@ -65,6 +63,13 @@ def expected_rows(run) -> list[list[str]]:
 def test_the_run_computes_the_pairwise_tables_and_nothing_that_needs_ratings(pw_run):
     assert set(selectors.result_table_names(run=pw_run)) == {"filter_flow", *PAIRWISE_TABLES}
     assert not pw_run.failures
+    # The bots answered every block they submitted with one of the four verdicts.
+    submitted = BlockVisit.objects.filter(participant__study=pw_run.study, block__isnull=False,
+                                          submitted_at__isnull=False)
+    assert submitted.exists() and not submitted.filter(preference="").exists()
+    assert set(submitted.values_list("preference", flat=True)) == {"left", "right", "tie", "both_bad"}
+    position = selectors.result_table_frame(run=pw_run, name="pairwise_position_bias").iloc[0]
+    assert position["judgements"] == retained_visits(pw_run).count()
     # Some bots were excluded, so "retained only" below is tested.
     assert 0 < pw_run.n_retained < pw_run.n_participants
 
