@@ -190,7 +190,9 @@ def pairwise_win_rates(
     tested = pairs & table["p"].notna().to_numpy()
     table["p_holm"] = np.nan
     table.loc[tested, "p_holm"] = holm(table.loc[tested, "p"].to_numpy())
-    table["holm_family"] = np.where(pairs, f"the {int(tested.sum())} binomial tests of the condition pairs", "")
+    family = (f"the {int(tested.sum())} binomial tests of the condition pairs" if tested.any()
+              else "none: no pair of conditions has a decisive judgement")
+    table["holm_family"] = np.where(pairs, family, "")
     return table[PAIRWISE_WIN_COLUMNS]
 
 
