@@ -506,12 +506,14 @@ def _pairwise_visit_query(study_id: int, participant_ids: list[int] | None,
     )
 
 
-def _side_placement_query(study_id: int, participant_ids: list[int] | None, visit_ids: list[int] | None) -> QuerySet:
-    """The left (position 1) and right (position 2) placements of the study's answered pairwise visits:
-    visit, position, item."""
-    placements = ItemPlacement.objects.filter(
-        visit__participant__study_id=study_id, visit__submitted_at__isnull=False, position__in=(1, 2),
-    ).exclude(visit__preference="")
+def _side_placement_query(item_ids: list[int], participant_ids: list[int] | None,
+                          visit_ids: list[int] | None) -> QuerySet:
+    """The left (position 1) and right (position 2) placements of the study's items: visit, position, item.
+
+    Filtered by item, not by a join to the visits (as ``_placement_query``): the placements of visits that are
+    not answered pairs are dropped when matched to the visits.
+    """
+    placements = ItemPlacement.objects.filter(item_id__in=item_ids, position__in=(1, 2))
     if participant_ids is not None:
         placements = placements.filter(visit__participant_id__in=participant_ids)
     if visit_ids is not None:
@@ -536,8 +538,11 @@ def pairwise_frame(study_id: int, *, participant_ids: Sequence[int] | None = Non
     which = None if visit_ids is None else list(visit_ids)
     if (who is not None and not who) or (which is not None and not which):
         return _empty_pairwise_frame()
+    items = list(Item.objects.filter(study_id=study_id).values_list(
+        "id", "key", "block__scenario__key", "system__name", "condition__name").order_by("id"))
+    item_ids = np.array([item[0] for item in items], dtype=np.int64)
     visit_rows, side_rows = _read_at_once([(_pairwise_visit_query(study_id, who, which), 7),
-                                           (_side_placement_query(study_id, who, which), 3)])
+                                           (_side_placement_query(item_ids.tolist(), who, which), 3)])
     if not len(visit_rows):
         return _empty_pairwise_frame()
     visit_rows = visit_rows[np.lexsort((visit_rows[:, 3], visit_rows[:, 1]))]
@@ -550,9 +555,6 @@ def pairwise_frame(study_id: int, *, participant_ids: Sequence[int] | None = Non
     paired = (side_item >= 0).all(axis=1)
     visit_rows, side_item = visit_rows[paired], side_item[paired]
 
-    items = list(Item.objects.filter(study_id=study_id).values_list(
-        "id", "key", "block__scenario__key", "system__name", "condition__name").order_by("id"))
-    item_ids = np.array([item[0] for item in items], dtype=np.int64)
     left_at, right_at = _positions(item_ids, side_item[:, 0]), _positions(item_ids, side_item[:, 1])
     scenario_codes, scenarios = _unique_codes([item[2] for item in items])
     model_codes, models = _unique_codes([item[3] for item in items])

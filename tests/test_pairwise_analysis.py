@@ -151,6 +151,7 @@ def test_win_rate_is_blank_without_a_decisive_judgement_and_bad_input_gives_a_no
     assert (only_ties["win_rate_ties_half"] == 0.5).all()
     assert only_ties["note"].str.contains("1 judgements with a preference other than").all()
     assert only_ties["note"].str.contains("no decisive judgement").all()
+    assert only_ties.loc[only_ties["level"] == "pair", "holm_family"].str.startswith("none: ").all()
     missing = S.pairwise_win_rates(pd.DataFrame({"participant_id": ["a"]}))
     assert list(missing.columns) == S.PAIRWISE_WIN_COLUMNS and missing["note"].iloc[0].startswith("missing columns")
     empty = S.pairwise_win_rates(judgements([]))
