@@ -26,10 +26,11 @@ from rest_framework.views import APIView
 from surveys.access import studies_visible_to, study_for_user
 from surveys.api import ApiAutoSchema, ErrorSerializer
 
-from . import exports, importers, runs, selectors
+from . import exports, frames, importers, runs, selectors
 from .models import AnalysisRun, ResultTable
 from .serializers import (
     AnalysisRunSerializer, ChoiceRecordSerializer, ExportSerializer, FreeTextRecordSerializer, GoldImportReportSerializer, GoldImportSerializer, ImportReportSerializer,
+    PairwiseRecordSerializer,
     ResponsesImportSerializer, ResultTableSerializer, ResultTableSummarySerializer, RunCreatedSerializer,
     TableQuerySerializer,
 )
@@ -303,6 +304,20 @@ class ChoiceRecords(_ExportRecords):
 
     def records(self, rows: list[tuple]) -> Iterator[list]:
         return exports.choice_records(rows, letter_labels=self.run.study.letter_labels)
+
+
+class PairwiseRecords(_ExportRecords):
+    """pairwise.csv as JSON: the pairwise preferences of the retained participants of the latest finished run."""
+
+    serializer_class = PairwiseRecordSerializer
+    columns = exports.PAIRWISE_EXPORT_COLUMNS
+
+    def rows(self, run: AnalysisRun):
+        return selectors.pairwise_visit_ids(run=run)
+
+    def records(self, rows: list[int]) -> Iterator[list]:
+        # A page is visit ids; its rows come from the analyses' frame, so they cannot differ from pairwise.csv.
+        return exports.pairwise_records(frames.pairwise_frame(self.run.study_id, visit_ids=rows))
 
 
 # ---------------------------------------------------------------- imports

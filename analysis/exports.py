@@ -205,6 +205,30 @@ def choices_export_rows(run: AnalysisRun) -> Rows:
     yield from choice_records(choice_rows(run=run).iterator(chunk_size=2000), letter_labels=letters)
 
 
+PAIRWISE_EXPORT_COLUMNS = frames.PAIRWISE_COLUMNS
+
+
+def pairwise_export_rows(run: AnalysisRun) -> Rows:
+    """pairwise.csv: one row per answered pairwise block of the run's retained participants, the rows of
+    ``frames.pairwise_frame`` (so ``seconds_on_block`` is the analyses'), a few hundred participants at a time."""
+    yield PAIRWISE_EXPORT_COLUMNS
+    retained = list(
+        participant_results(run=run).filter(excluded_by="").order_by("participant_id")
+        .values_list("participant_id", flat=True)
+    )
+    for start in range(0, len(retained), _PARTICIPANTS_PER_FRAME):
+        frame = frames.pairwise_frame(run.study_id, participant_ids=retained[start:start + _PARTICIPANTS_PER_FRAME])
+        yield from pairwise_records(frame)
+
+
+def pairwise_records(frame: pd.DataFrame) -> Iterator[list[Any]]:
+    """The rows of a pairwise frame as lists of export values (labels, seconds; NaN -> None)."""
+    columns = [_cells(frame[name]) for name in PAIRWISE_EXPORT_COLUMNS]
+    for first in range(0, len(frame), _ROWS_PER_CHUNK):
+        at = slice(first, first + _ROWS_PER_CHUNK)
+        yield from ([None if value != value else value for value in row] for row in zip(*(c(at) for c in columns)))
+
+
 EXPORTS: dict[str, Export] = {
     "participants": Export("participants.csv", participants_rows, "participants with quality metrics (pseudonyms)"),
     "identifiers": Export("identifiers.csv", identifiers_rows, "panel ids for paying/rejecting (restricted)"),
@@ -212,11 +236,14 @@ EXPORTS: dict[str, Export] = {
     "free-text": Export("free_text.csv", free_text_export_rows, "written answers of retained participants"),
     "choices": Export("choices.csv", choices_export_rows,
                       "most and least choices of retained participants (best-worst studies)"),
+    "pairwise": Export("pairwise.csv", pairwise_export_rows,
+                       "pairwise preferences (left, right, tie, both bad) of retained participants (pairwise studies)"),
 }
 # The answer exports a study has only when its design asks that kind of answer.
 _ANSWER_EXPORTS: dict[str, Callable[[Study], bool]] = {
     "free-text": lambda study: FreeTextQuestion.objects.filter(study=study).exists(),
     "choices": lambda study: study.best_worst_enabled,
+    "pairwise": lambda study: study.pairwise_enabled,
 }
 # Every result table of the registry, exported under its own name (win_table.csv, ttests.csv, ...).
 for _analysis in registry.REGISTERED:

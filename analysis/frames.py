@@ -14,6 +14,11 @@ frames, so their column names are a contract (DESIGN 2; docs/quality.md):
     response_id, gold_score.
 ``visits_frame``
     one row per block visit, with its block_order, seconds_on_block and rank_changed.
+``pairwise_frame``
+    one row per answered pairwise block (the columns of pairwise.csv):
+    participant_id, block_id, scenario, left_response_id, right_response_id,
+    left_model, right_model, left_condition, right_condition, preference,
+    seconds_on_block.
 
 The derived columns (block_order, seconds_on_block, rank_changed, attention_passed) are
 defined in ``analysis.derived``; the exports and the API read them from
@@ -471,6 +476,117 @@ def gold_frame(study_id: int) -> pd.DataFrame:
             "gold_score": pd.Series([r[1] for r in rows], dtype=float),
         }
     )
+
+
+PAIRWISE_COLUMNS = [
+    "participant_id", "block_id", "scenario", "left_response_id", "right_response_id", "left_model", "right_model",
+    "left_condition", "right_condition", "preference", "seconds_on_block",
+]
+#: The answers of a pairwise block, in the order of their codes in ``_pairwise_visit_query`` (1, 2, ...).
+PREFERENCES = [choice.value for choice in BlockVisit.Preference]
+
+
+def _pairwise_visit_query(study_id: int, participant_ids: list[int] | None,
+                          visit_ids: list[int] | None) -> QuerySet:
+    """Answered pairwise visits as integers: id, participant, block, sequence, has a duration (0/1),
+    duration in microseconds, preference (its 1-based place in ``PREFERENCES``)."""
+    duration = ExpressionWrapper(F("submitted_at") - F("shown_at"), output_field=DurationField())
+    visits = BlockVisit.objects.filter(derived.BLOCK_VISIT, participant__study_id=study_id,
+                                       participant__is_preview=False, submitted_at__isnull=False).exclude(preference="")
+    if participant_ids is not None:
+        visits = visits.filter(participant_id__in=participant_ids)
+    if visit_ids is not None:
+        visits = visits.filter(pk__in=visit_ids)
+    return visits.order_by().values_list(
+        "id", "participant_id", "block_id", "sequence",
+        Case(When(shown_at__isnull=False, then=Value(1)), default=Value(0)),
+        Coalesce(_Microseconds(duration), Value(0)),
+        Case(*(When(preference=name, then=Value(code)) for code, name in enumerate(PREFERENCES, start=1)),
+             default=Value(0)),
+    )
+
+
+def _side_placement_query(item_ids: list[int], participant_ids: list[int] | None,
+                          visit_ids: list[int] | None) -> QuerySet:
+    """The left (position 1) and right (position 2) placements of the study's items: visit, position, item.
+
+    Filtered by item, not by a join to the visits (as ``_placement_query``): the placements of visits that are
+    not answered pairs are dropped when matched to the visits.
+    """
+    placements = ItemPlacement.objects.filter(item_id__in=item_ids, position__in=(1, 2))
+    if participant_ids is not None:
+        placements = placements.filter(visit__participant_id__in=participant_ids)
+    if visit_ids is not None:
+        placements = placements.filter(visit_id__in=visit_ids)
+    return placements.order_by().values_list("visit_id", "position", "item_id")
+
+
+def pairwise_frame(study_id: int, *, participant_ids: Sequence[int] | None = None,
+                   visit_ids: Sequence[int] | None = None) -> pd.DataFrame:
+    """One row per answered pairwise block of a non-preview participant (``PAIRWISE_COLUMNS``: pairwise.csv).
+
+    An answered block is a submitted block visit with a ``preference``. The
+    response at display position 1 is the left one, at position 2 the right
+    one. ``seconds_on_block`` is ``analysis.derived``'s (as in ratings.csv).
+    Rows per participant (enrolment order), in the order the blocks were
+    shown. Label columns are categoricals. ``participant_ids`` (database
+    ids) narrows the rows to those participants (the export reads a large
+    study a few hundred at a time), ``visit_ids`` to those visits (a page of
+    the API). Five small queries, whatever the size of the study.
+    """
+    who = None if participant_ids is None else list(participant_ids)
+    which = None if visit_ids is None else list(visit_ids)
+    if (who is not None and not who) or (which is not None and not which):
+        return _empty_pairwise_frame()
+    items = list(Item.objects.filter(study_id=study_id).values_list(
+        "id", "key", "block__scenario__key", "system__name", "condition__name").order_by("id"))
+    item_ids = np.array([item[0] for item in items], dtype=np.int64)
+    visit_rows, side_rows = _read_at_once([(_pairwise_visit_query(study_id, who, which), 7),
+                                           (_side_placement_query(item_ids.tolist(), who, which), 3)])
+    if not len(visit_rows):
+        return _empty_pairwise_frame()
+    visit_rows = visit_rows[np.lexsort((visit_rows[:, 3], visit_rows[:, 1]))]
+    visit_ids_in_order = visit_rows[:, 0]
+    side_item = np.full((len(visit_rows), 2), -1, dtype=np.int64)
+    at = _positions(visit_ids_in_order, side_rows[:, 0])
+    found = at >= 0
+    side_item[at[found], side_rows[found, 1] - 1] = side_rows[found, 2]
+    # A pairwise block has exactly two responses (the definition checks it); a visit missing one is not a pair.
+    paired = (side_item >= 0).all(axis=1)
+    visit_rows, side_item = visit_rows[paired], side_item[paired]
+
+    left_at, right_at = _positions(item_ids, side_item[:, 0]), _positions(item_ids, side_item[:, 1])
+    scenario_codes, scenarios = _unique_codes([item[2] for item in items])
+    model_codes, models = _unique_codes([item[3] for item in items])
+    condition_codes, conditions = _unique_codes([item[4] for item in items])
+    item_keys = [item[1] for item in items]
+    person_ids, pseudonyms = _labels_by_id(list(
+        Participant.objects.filter(pk__in=np.unique(visit_rows[:, 1]).tolist()).values_list("id", "pseudonym")))
+    block_ids, block_keys = _labels_by_id(list(Block.objects.filter(study_id=study_id).values_list("id", "key")))
+    return pd.DataFrame(
+        {
+            "participant_id": _categorical(_positions(person_ids, visit_rows[:, 1]), pseudonyms),
+            "block_id": _categorical(_positions(block_ids, visit_rows[:, 2]), block_keys),
+            # Both responses of a block belong to its scenario.
+            "scenario": _categorical(scenario_codes[left_at], scenarios),
+            "left_response_id": _categorical(left_at, item_keys),
+            "right_response_id": _categorical(right_at, item_keys),
+            "left_model": _categorical(model_codes[left_at], models),
+            "right_model": _categorical(model_codes[right_at], models),
+            "left_condition": _categorical(condition_codes[left_at], conditions),
+            "right_condition": _categorical(condition_codes[right_at], conditions),
+            "preference": _categorical(visit_rows[:, 6] - 1, PREFERENCES),
+            "seconds_on_block": derived.seconds_on_block(visit_rows[:, 5], visit_rows[:, 4] == 1),
+        },
+        columns=PAIRWISE_COLUMNS,
+    )
+
+
+def _empty_pairwise_frame() -> pd.DataFrame:
+    frame = pd.DataFrame({name: pd.Categorical([]) for name in PAIRWISE_COLUMNS[:-2]})
+    frame["preference"] = pd.Categorical([], categories=PREFERENCES)
+    frame["seconds_on_block"] = pd.Series([], dtype=float)
+    return frame
 
 
 RESPONSE_COLUMNS = [
