@@ -8,6 +8,7 @@ an ``Export`` to ``EXPORTS``.
 from __future__ import annotations
 
 import csv
+import io
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -356,11 +357,14 @@ def csv_batch_bytes(batches: Iterable[Batch], *, excel: bool = False) -> Iterato
     """Encode batches of CSV rows lazily, one chunk of bytes per batch (``excel``: as ``csv_bytes``)."""
     if excel:
         yield UTF8_BOM
-    sink = _Sink()
-    writer = csv.writer(sink)
+    # A StringIO, not a _Sink: csv.writer writes each row with its own call to write().
+    text = io.StringIO()
+    writer = csv.writer(text)
     for batch in batches:
         writer.writerows(batch)
-        yield sink.drain()
+        yield text.getvalue().encode("utf-8")
+        text.seek(0)
+        text.truncate()
 
 
 def row_batches(rows: Iterable[Sequence[str]], *, rows_per_batch: int = _ROWS_PER_BATCH) -> Iterator[Batch]:
