@@ -163,8 +163,8 @@ def ratings_batches(run: AnalysisRun) -> Iterator[Batch]:
             yield zip(*(cells[first:first + _ROWS_PER_BATCH].tolist() for cells in columns))
 
 
-# 500 TIDE participants are 60,000 rows: a frame of a few MB.
-_PARTICIPANTS_PER_FRAME = 500
+# 250 TIDE participants are 30,000 rows: a frame of a few MB, its reading and writing a few tens of MB.
+_PARTICIPANTS_PER_FRAME = 250
 # Stored as integers; the frame holds ratings and ranks as floats to carry NaN.
 _WHOLE_NUMBERS = {"position", "rating", "rank", "block_order"}
 

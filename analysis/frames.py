@@ -325,35 +325,45 @@ def ratings_frames(study_id: int, *, participants: QuerySet, per_frame: int = 50
     sql, params, width = _joined_rows_query(study_id, labels, participants)
     people = Participant.objects.filter(study_id=study_id, is_preview=False)
     for rows in pgcopy.int_row_batches(sql, params, width, groups_per_batch=per_frame):
-        # Columns: participant, then a visit (7), a placement (6, id 0: none) and a rating (3, placement 0: none).
+        # Each visit's and placement's columns come once per rating: keep the first of each.
         _, first_of_visit = np.unique(rows[:, 1], return_index=True)
-        visit_rows = rows[first_of_visit, 1:8]
-        placed = rows[rows[:, 8] > 0]
-        _, first_of_placement = np.unique(placed[:, 8], return_index=True)
-        placement_rows = placed[first_of_placement, 8:14]
-        rating_rows = rows[rows[:, 14] > 0, 14:17] if labels.are_ratings else None
+        visit_rows = rows[np.ix_(first_of_visit, _JOINED_VISIT)]
+        placed = np.flatnonzero(rows[:, _JOINED_PLACEMENT[0]] > 0)
+        _, first_of_placement = np.unique(rows[placed, _JOINED_PLACEMENT[0]], return_index=True)
+        placement_rows = rows[np.ix_(placed[first_of_placement], _JOINED_PLACEMENT)]
+        rating_rows = (rows[np.ix_(np.flatnonzero(rows[:, _JOINED_RATING[1]] > 0), _JOINED_RATING)]
+                       if labels.are_ratings else None)
+        del rows
         frame = _ratings_of(labels, people.filter(pk__in=np.unique(visit_rows[:, 1]).tolist()),
                             visit_rows, placement_rows, rating_rows)
         if len(frame):
             yield frame
 
 
+# Where the columns of _visit_query, _placement_query and _rating_query sit in a row of
+# _joined_rows_query: the participant first (the group), then the visit, placement and rating
+# columns that do not repeat another (a placement's visit is the visit; a rating's placement the placement).
+_JOINED_VISIT = [1, 0, 2, 3, 4, 5, 6]
+_JOINED_PLACEMENT = [7, 1, 8, 9, 10, 11]
+_JOINED_RATING = [7, 12, 13]
+
+
 def _joined_rows_query(study_id: int, labels: _StudyLabels, participants: QuerySet) -> tuple[str, list, int]:
-    """The block visits of ``participants``, each with its placements and their ratings, one row per
-    rating (or placement without one, or visit without any): the participant, then the columns of the
-    three queries of ``ratings_frame``, joined by the database (LEFT JOINs; 0 stands for none)."""
+    """The block visits of ``participants``, each with its placements and their ratings: one row per
+    rating (or placement without one, or visit without any) laid out as ``_JOINED_*`` say. The three
+    queries of ``ratings_frame``, joined by the database (LEFT JOINs; 0 stands for none: ids start at 1)."""
     parts = [(_visit_query(study_id, participants), "v", 7), (_placement_query(labels.item_ids.tolist()), "p", 6)]
     if labels.are_ratings:
         parts.append((_rating_query(labels.dimension_ids.tolist()), "r", 3))
-    selected, joined, params = ["v1"], [], []
+    joined, params = [], []
     for queryset, alias, width in parts:
         sql, part_params = queryset.query.sql_with_params()
-        names = [f"{alias}{i}" for i in range(width)]
-        selected += names if alias == "v" else [f"coalesce({name}, 0)" for name in names]
-        source = f"({sql}) AS {alias}({', '.join(names)})"
-        # A placement's visit is its column 1; a rating's placement its column 0.
+        source = f"({sql}) AS {alias}({', '.join(f'{alias}{i}' for i in range(width))})"
         joined.append(source if alias == "v" else f"LEFT JOIN {source} ON " + ("p1 = v0" if alias == "p" else "r0 = p0"))
         params += list(part_params)
+    selected = ["v1", "v0", "v2", "v3", "v4", "v5", "v6", *(f"coalesce({c}, 0)" for c in ("p0", "p2", "p3", "p4", "p5"))]
+    if labels.are_ratings:
+        selected += ["coalesce(r1, 0)", "coalesce(r2, 0)"]
     return f"SELECT {', '.join(selected)} FROM {' '.join(joined)}", params, len(selected)
 
 

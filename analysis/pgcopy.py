@@ -255,7 +255,7 @@ def int_row_batches(sql: str, params: Sequence, width: int, *, groups_per_batch:
 
 
 # Batches read ahead of the caller: enough to keep the database busy, few enough to bound memory.
-_BATCHES_AHEAD = 2
+_BATCHES_AHEAD = 1
 _END = object()
 
 
