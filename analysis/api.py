@@ -7,6 +7,7 @@ selectors and writes from one service per view.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterator
 
@@ -176,16 +177,11 @@ class CSVRenderer(BaseRenderer):
         return json.dumps(data).encode() if data is not None else b""
 
 
-def _streamed_csv(lines: Iterator[list[str]], filename: str) -> StreamingHttpResponse:
-    header = next(lines)  # raises ExportUnavailable before any byte is sent
-    response = StreamingHttpResponse(exports.csv_bytes(_prepend(header, lines)), content_type="text/csv; charset=utf-8")
+def _streamed_csv(header: list[str], batches: Iterator[exports.Batch], filename: str) -> StreamingHttpResponse:
+    response = StreamingHttpResponse(exports.csv_batch_bytes(itertools.chain([[header]], batches)),
+                                     content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
     return response
-
-
-def _prepend(first, rest):
-    yield first
-    yield from rest
 
 
 # The renderers a CSV download negotiates (DRF's ?format= override).
@@ -200,7 +196,8 @@ def _export_response(request: Request, slug: str, name: str) -> StreamingHttpRes
         raise ValidationError({"format": [f"Use one of: {', '.join(_DOWNLOAD_FORMATS)}."]})
     try:
         run = exports.export_run(study=study)
-        return _streamed_csv(exports.export_lines(run=run, what=name), exports.EXPORTS[name].filename)
+        # export_csv raises ExportUnavailable before any byte is sent.
+        return _streamed_csv(*exports.export_csv(run=run, what=name), exports.EXPORTS[name].filename)
     except exports.ExportUnavailable as exc:
         raise NotFound(str(exc)) from None
 
