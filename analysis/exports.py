@@ -26,7 +26,8 @@ from analysis.selectors import (
     FREE_TEXT_COLUMNS, analysis_run_latest_done, choice_rows, free_text_rows, participant_results, result_table_frame,
     result_table_names, retained_participant_ids,
 )
-from surveys.models import DemographicQuestion, FreeTextQuestion, Study
+from surveys.models import DemographicQuestion, Study
+from surveys.questions import answer_exports
 from surveys.questions.controls import letter_label
 
 # A spreadsheet runs a cell starting with these as a formula (CSV injection).
@@ -246,25 +247,23 @@ def choices_export_rows(run: AnalysisRun) -> Rows:
 PAIRWISE_EXPORT_COLUMNS = frames.PAIRWISE_COLUMNS
 
 
-def pairwise_export_rows(run: AnalysisRun) -> Rows:
+def pairwise_batches(run: AnalysisRun) -> Iterator[Batch]:
     """pairwise.csv: one row per answered pairwise block of the run's retained participants, the rows of
-    ``frames.pairwise_frame`` (so ``seconds_on_block`` is the analyses'), a few hundred participants at a time."""
-    yield PAIRWISE_EXPORT_COLUMNS
-    retained = list(
-        participant_results(run=run).filter(excluded_by="").order_by("participant_id")
-        .values_list("participant_id", flat=True)
-    )
+    ``frames.pairwise_frame`` (so ``seconds_on_block`` is the analyses'), a few hundred participants at a
+    time, written a column at a time like ratings.csv."""
+    yield [PAIRWISE_EXPORT_COLUMNS]
+    retained = list(retained_participant_ids(run=run).order_by("participant_id").values_list("participant_id", flat=True))
     for start in range(0, len(retained), _PARTICIPANTS_PER_FRAME):
         frame = frames.pairwise_frame(run.study_id, participant_ids=retained[start:start + _PARTICIPANTS_PER_FRAME])
-        yield from pairwise_records(frame)
+        columns = [csv_cells(frame[name]) for name in PAIRWISE_EXPORT_COLUMNS]
+        for first in range(0, len(frame), _ROWS_PER_BATCH):
+            yield zip(*(cells[first:first + _ROWS_PER_BATCH].tolist() for cells in columns))
 
 
 def pairwise_records(frame: pd.DataFrame) -> Iterator[list[Any]]:
-    """The rows of a pairwise frame as lists of export values (labels, seconds; NaN -> None)."""
-    columns = [_cells(frame[name]) for name in PAIRWISE_EXPORT_COLUMNS]
-    for first in range(0, len(frame), _ROWS_PER_CHUNK):
-        at = slice(first, first + _ROWS_PER_CHUNK)
-        yield from ([None if value != value else value for value in row] for row in zip(*(c(at) for c in columns)))
+    """The rows of a pairwise frame as lists of plain values (NaN -> None), for the API's JSON records."""
+    values = frame[PAIRWISE_EXPORT_COLUMNS].astype(object)
+    return iter(values.where(values.notna(), None).to_numpy().tolist())
 
 
 EXPORTS: dict[str, Export] = {
@@ -275,14 +274,8 @@ EXPORTS: dict[str, Export] = {
     "free-text": Export("free_text.csv", from_rows(free_text_export_rows), "written answers of retained participants"),
     "choices": Export("choices.csv", from_rows(choices_export_rows),
                       "most and least choices of retained participants (best-worst studies)"),
-    "pairwise": Export("pairwise.csv", pairwise_export_rows,
+    "pairwise": Export("pairwise.csv", pairwise_batches,
                        "pairwise preferences (left, right, tie, both bad) of retained participants (pairwise studies)"),
-}
-# The answer exports a study has only when its design asks that kind of answer.
-_ANSWER_EXPORTS: dict[str, Callable[[Study], bool]] = {
-    "free-text": lambda study: FreeTextQuestion.objects.filter(study=study).exists(),
-    "choices": lambda study: study.best_worst_enabled,
-    "pairwise": lambda study: study.pairwise_enabled,
 }
 # Every result table of the registry, exported under its own name (win_table.csv, ttests.csv, ...).
 for _analysis in registry.REGISTERED:
@@ -300,7 +293,7 @@ def result_exports_of(run: AnalysisRun) -> list[str]:
 def exports_of(run: AnalysisRun) -> list[str]:
     """The pseudonymous exports of the run, as the exports page, the API and the zip list them: participants,
     ratings, the answer exports the study's design applies to, then the run's result tables."""
-    answers = [name for name, applies in _ANSWER_EXPORTS.items() if applies(run.study)]
+    answers = [name for name in answer_exports(run.study) if name != "ratings"]
     return ["participants", "ratings", *answers, *result_exports_of(run)]
 
 

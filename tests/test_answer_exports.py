@@ -141,7 +141,7 @@ def test_the_export_command_writes_both_files(ml_run, tmp_path):
 def test_the_api_serves_both_as_csv_and_as_json_records(owner_api, ml_run):
     base = f"/api/studies/{ml_run.study.slug}/exports"
     listed = [e["name"] for e in owner_api.get(base + "/").json()]
-    assert listed[:4] == ["participants", "ratings", "free-text", "choices"]
+    assert listed[:4] == ["participants", "ratings", "choices", "free-text"]  # answer exports in question-type order
     csv_choices = csv_rows(owner_api.get(base + "/choices.csv"))
     records = []
     url = base + "/choices/"

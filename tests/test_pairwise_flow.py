@@ -212,3 +212,18 @@ def test_every_question_type_is_registered_once_with_its_own_fields():
     assert len(set(templates)) == len(templates)
     for template in templates:
         assert (ROOT / "templates" / template).is_file(), template
+    # The exports a type brings are exports the analysis side knows.
+    from analysis.exports import EXPORTS
+
+    assert {name for kind in QUESTION_TYPES for name in kind.exports} <= set(EXPORTS)
+
+
+@pytest.mark.parametrize("fixture, answers", [
+    ("tide", []), ("counselor", []), ("most_least", ["choices", "free-text"]),
+    ("pairwise", ["pairwise", "free-text"]),
+])
+def test_a_study_lists_the_answer_exports_of_the_types_it_asks(request, fixture, answers):
+    from surveys.questions import answer_exports
+
+    study = request.getfixturevalue(fixture)
+    assert [name for name in answer_exports(study) if name != "ratings"] == answers

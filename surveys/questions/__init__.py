@@ -19,7 +19,7 @@ QUESTION_TYPES: tuple[QuestionType, ...] = (
     RatingType(), RankingType(), BestWorstType(), PairwiseType(), FreeTextType(),
 )
 
-__all__ = ["QUESTION_TYPES", "Part", "QuestionType", "definition_problems", "declared_types"]
+__all__ = ["QUESTION_TYPES", "Part", "QuestionType", "answer_exports", "definition_problems", "declared_types"]
 
 
 def definition_problems(definition) -> list[str]:
@@ -28,6 +28,13 @@ def definition_problems(definition) -> list[str]:
     if not any(kind.declared(definition) for kind in QUESTION_TYPES if kind.key != "free_text"):
         problems.append("dimensions: a study needs at least one rating dimension, ranking, best_worst or pairwise")
     return problems
+
+
+def answer_exports(study) -> list[str]:
+    """The answer exports (``analysis.exports.EXPORTS`` names) of the question types a stored study asks,
+    in registration order, each once."""
+    names = [name for kind in QUESTION_TYPES if kind.in_study(study) for name in kind.exports]
+    return list(dict.fromkeys(names))
 
 
 def declared_types(definition) -> list[str]:

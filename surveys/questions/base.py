@@ -15,7 +15,7 @@ import random
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..models import Participant
+from ..models import Participant, Study
 
 if TYPE_CHECKING:
     from bots.pages import PageSpec
@@ -59,6 +59,10 @@ class QuestionType:
     def definition_problems(self, definition: "StudyDefinition") -> list[str]:
         """Checks across the definition's parts for this type, with their paths; [] when it fits."""
         return []
+
+    def in_study(self, study: "Study") -> bool:
+        """A stored study asks this type (its answer exports are listed for it)."""
+        return False
 
     # --- the page -------------------------------------------------------------------
     def asked(self, page: "VisitPage") -> bool:

@@ -24,6 +24,9 @@ class BestWorstType(QuestionType):
     def declared(self, definition) -> bool:
         return definition.best_worst
 
+    def in_study(self, study) -> bool:
+        return study.best_worst_enabled
+
     def asked(self, page) -> bool:
         return page.study.best_worst_enabled and not page.is_check
 

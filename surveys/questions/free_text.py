@@ -11,7 +11,7 @@ from typing import Any
 
 from django import forms
 
-from ..models import FreeTextAnswer
+from ..models import FreeTextAnswer, FreeTextQuestion
 from .base import QuestionType
 from .controls import Control, entered_value, field_error, free_text_messages
 
@@ -29,6 +29,10 @@ class FreeTextType(QuestionType):
 
     def declared(self, definition) -> bool:
         return any(q.per_block for q in definition.free_text)
+
+    def in_study(self, study) -> bool:
+        # Also the study-level questions of the last page: their answers share the storage and the export.
+        return FreeTextQuestion.objects.filter(study=study).exists()
 
     def asked(self, page) -> bool:
         return bool(page.free_text_questions) and not page.is_check

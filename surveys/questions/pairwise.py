@@ -36,6 +36,9 @@ class PairwiseType(QuestionType):
         return problems + [f"{mode}: a pairwise study already asks which of the two responses is better; {mode} "
                            "would ask it again" for mode in ("ranking", "best_worst") if getattr(definition, mode)]
 
+    def in_study(self, study) -> bool:
+        return study.pairwise_enabled
+
     def asked(self, page) -> bool:
         return page.study.pairwise_enabled and not page.is_check
 

@@ -34,6 +34,9 @@ class RankingType(QuestionType):
             return ["blocks: ranking needs every block to show the same number of responses"]
         return []
 
+    def in_study(self, study) -> bool:
+        return study.ranking_enabled
+
     def asked(self, page) -> bool:
         return page.study.ranking_enabled and not page.is_check
 

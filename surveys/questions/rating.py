@@ -26,6 +26,9 @@ class RatingType(QuestionType):
     def declared(self, definition) -> bool:
         return bool(definition.dimensions)
 
+    def in_study(self, study) -> bool:
+        return study.dimensions.exists()
+
     def asked(self, page) -> bool:
         return bool(page.dimensions) and not page.is_check
 
