@@ -19,6 +19,7 @@ from typing import NamedTuple
 
 from analysis import quality, registry, stats
 from surveys.definition import OUTSIDE_US, PREFER_NOT
+from surveys.questions import QUESTION_TYPES
 from surveys.demographics import offered_answers
 from surveys.models import DemographicQuestion
 
@@ -129,35 +130,10 @@ _RATINGS: dict[str, Column] = {
                         "one dimension", TEXT, "the study's dimension keys"),
 }
 
-_FREE_TEXT: dict[str, Column] = {
-    "question_key": Column("key of the study's free-text question answered", TEXT, "the study's free-text question keys"),
-    "block_id": Column("block the answer was written under (for a question asked on every block)", TEXT,
-                       "the study's block ids; blank for a question asked once for the whole study"),
-    "scenario": Column("scenario of the block the answer was written under", TEXT,
-                       "the study's scenario ids; blank for a question asked once for the whole study"),
-    "text": Column("the participant's answer as written (a cell starting with = + - @ or a tab is prefixed with a "
-                   "single quote)", TEXT, "free text up to the question's maximum length; unanswered questions have "
-                   "no row"),
-}
-
-_CHOICES: dict[str, Column] = {
-    "label": Column("the label the participant saw on the response: the letter of its display position when the "
-                    "study shows letters, otherwise the response's source label", TEXT,
-                    "A, B, C ... (by position), or the study's source labels; blank when the study shows neither"),
-    "choice": Column("what the participant chose this response as", TEXT, "most, least"),
-}
-
-_SIDE_WORDS = {"left": "left (display position 1)", "right": "right (display position 2)"}
-_PAIRWISE: dict[str, Column] = {
-    **{f"{side}_response_id": Column(f"response shown on the {words}", TEXT,
-                                     COLUMNS["response_id"].allowed) for side, words in _SIDE_WORDS.items()},
-    **{f"{side}_model": Column(f"system that wrote the {side} response", TEXT, COLUMNS["model"].allowed)
-       for side in _SIDE_WORDS},
-    **{f"{side}_condition": Column(f"condition of the {side} response", TEXT, COLUMNS["condition"].allowed)
-       for side in _SIDE_WORDS},
-    "preference": Column("the participant's verdict: the left response is better, the right one is better, they are "
-                         "equally good, or both are bad", TEXT, "left, right, tie, both_bad"),
-    "seconds_on_block": _RATINGS["seconds_on_block"],
+# The answer files of the question types (free_text.csv, choices.csv, pairwise.csv): described by their unit.
+_ANSWER_FILES: dict[str, dict[str, Column]] = {
+    filename: {name: Column(*entry) for name, entry in entries.items()}
+    for kind in QUESTION_TYPES for filename, entries in kind.codebook.items()
 }
 
 _FLOW_RULE = Column("quality rule of this step", TEXT, f"{quality.ENROLLED} (step 0), {_RULES}")
@@ -615,9 +591,7 @@ _POSITION_BIAS: dict[str, Column] = {
 TABLE_COLUMNS: dict[str, dict[str, Column]] = {
     "participants.csv": _PARTICIPANTS,
     "ratings.csv": _RATINGS,
-    "free_text.csv": _FREE_TEXT,
-    "choices.csv": _CHOICES,
-    "pairwise.csv": _PAIRWISE,
+    **_ANSWER_FILES,
     "filter_flow.csv": _FILTER_FLOW,
     "filter_flow_by_subgroup.csv": _FILTER_FLOW_BY_SUBGROUP,
     "win_table.csv": _WIN_TABLE,

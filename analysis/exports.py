@@ -27,7 +27,7 @@ from analysis.selectors import (
     result_table_names, retained_participant_ids,
 )
 from surveys.models import DemographicQuestion, Study
-from surveys.questions import answer_exports
+from surveys.questions import answer_exports, best_worst
 from surveys.questions.controls import letter_label
 
 # A spreadsheet runs a cell starting with these as a formula (CSV injection).
@@ -220,9 +220,7 @@ def free_text_export_rows(run: AnalysisRun) -> Rows:
     yield from free_text_rows(run=run).iterator(chunk_size=2000)
 
 
-CHOICE_EXPORT_COLUMNS = [
-    "participant_id", "block_id", "scenario", "response_id", "model", "condition", "label", "position", "choice",
-]
+CHOICE_EXPORT_COLUMNS = best_worst.CHOICE_EXPORT_COLUMNS
 # The stored best/worst choice as the export names it (the words the participant read).
 CHOICE_NAMES = {"best": "most", "worst": "least"}
 

@@ -52,6 +52,7 @@ from analysis import derived, pgcopy
 from analysis.models import GoldScore
 from analysis.design import Design, study_design
 from surveys.models import Block, BlockVisit, Dimension, Item, ItemPlacement, Participant, Rating
+from surveys.questions import pairwise
 
 RATING_COLUMNS = [
     "participant_id", "block_id", "scenario", "response_id", "model", "condition", "dimension",
@@ -571,10 +572,7 @@ def gold_frame(study_id: int) -> pd.DataFrame:
     )
 
 
-PAIRWISE_COLUMNS = [
-    "participant_id", "block_id", "scenario", "left_response_id", "right_response_id", "left_model", "right_model",
-    "left_condition", "right_condition", "preference", "seconds_on_block",
-]
+PAIRWISE_COLUMNS = pairwise.PAIRWISE_COLUMNS  # pairwise.csv's, declared by the question type
 #: The answers of a pairwise block, in the order of their codes in ``_pairwise_visit_query`` (1, 2, ...).
 PREFERENCES = [choice.value for choice in BlockVisit.Preference]
 

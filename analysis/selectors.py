@@ -11,6 +11,7 @@ from django.db.models import F, Max, Min, QuerySet
 from analysis.design import study_design
 from analysis.models import AnalysisRun, MetricsRun, MetricsTable, ParticipantResult, ResultTable
 from surveys.models import BlockVisit, FreeTextAnswer, ItemPlacement, Study
+from surveys.questions import free_text
 
 
 def analysis_run_latest(*, study: Study) -> AnalysisRun | None:
@@ -66,7 +67,7 @@ def retained_participant_ids(*, run: AnalysisRun) -> QuerySet[ParticipantResult]
 
 
 #: The columns of ``free_text_rows``, in order (the export's header).
-FREE_TEXT_COLUMNS = ["participant_id", "question_key", "block_id", "scenario", "text"]
+FREE_TEXT_COLUMNS = free_text.FREE_TEXT_COLUMNS
 
 
 def free_text_rows(*, run: AnalysisRun) -> QuerySet[FreeTextAnswer]:

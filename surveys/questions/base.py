@@ -50,6 +50,12 @@ class QuestionType:
     template: str = ""
     #: Answer exports (``analysis.exports.EXPORTS`` names) that a study asking this type gets.
     exports: tuple[str, ...] = ()
+    #: The answer files this type alone brings: file name -> its columns, in order.
+    export_columns: dict[str, list[str]] = {}
+    #: Their codebook entries (``analysis.codebook``): file name -> column -> (meaning, type, allowed values), for
+    #: the columns the file gives a meaning of its own; the shared ones (participant_id, model ...) are the
+    #: codebook's.
+    codebook: dict[str, dict[str, tuple[str, str, str]]] = {}
 
     # --- the study definition ---------------------------------------------------------
     def declared(self, definition: "StudyDefinition") -> bool:

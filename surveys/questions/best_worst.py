@@ -11,6 +11,17 @@ from ..models import ItemPlacement
 from .base import QuestionType
 from .controls import Control, entered_value, field_error, radio_options, response_name
 
+CHOICES_FILE = "choices.csv"
+CHOICE_EXPORT_COLUMNS = [
+    "participant_id", "block_id", "scenario", "response_id", "model", "condition", "label", "position", "choice",
+]
+_CODEBOOK = {
+    "label": ("the label the participant saw on the response: the letter of its display position when the "
+              "study shows letters, otherwise the response's source label", "text",
+              "A, B, C ... (by position), or the study's source labels; blank when the study shows neither"),
+    "choice": ("what the participant chose this response as", "text", "most, least"),
+}
+
 FIELDS = ("most", "least")
 # The stored choice of each field.
 _STORED = {"most": ItemPlacement.Choice.BEST, "least": ItemPlacement.Choice.WORST}
@@ -20,6 +31,8 @@ class BestWorstType(QuestionType):
     key = "best_worst"
     template = "surveys/questions/choices.html"
     exports = ("choices",)
+    export_columns = {CHOICES_FILE: CHOICE_EXPORT_COLUMNS}
+    codebook = {CHOICES_FILE: _CODEBOOK}
 
     def declared(self, definition) -> bool:
         return definition.best_worst

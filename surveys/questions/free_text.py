@@ -17,6 +17,19 @@ from .controls import Control, entered_value, field_error, free_text_messages
 
 _FIELD = re.compile(r"^text-(.+)$")
 
+FREE_TEXT_FILE = "free_text.csv"
+FREE_TEXT_COLUMNS = ["participant_id", "question_key", "block_id", "scenario", "text"]
+_CODEBOOK = {
+    "question_key": ("key of the study's free-text question answered", "text", "the study's free-text question keys"),
+    "block_id": ("block the answer was written under (for a question asked on every block)", "text",
+                 "the study's block ids; blank for a question asked once for the whole study"),
+    "scenario": ("scenario of the block the answer was written under", "text",
+                 "the study's scenario ids; blank for a question asked once for the whole study"),
+    "text": ("the participant's answer as written (a cell starting with = + - @ or a tab is prefixed with a "
+             "single quote)", "text", "free text up to the question's maximum length; unanswered questions have "
+             "no row"),
+}
+
 
 def field_name(key: str) -> str:
     return f"text-{key}"
@@ -26,6 +39,8 @@ class FreeTextType(QuestionType):
     key = "free_text"
     template = "surveys/questions/free_text.html"
     exports = ("free-text",)
+    export_columns = {FREE_TEXT_FILE: FREE_TEXT_COLUMNS}
+    codebook = {FREE_TEXT_FILE: _CODEBOOK}
 
     def declared(self, definition) -> bool:
         return any(q.per_block for q in definition.free_text)

@@ -19,11 +19,32 @@ from .controls import Control, entered_value, field_error, radio_options, respon
 FIELD = "preference"
 Preference = BlockVisit.Preference
 
+PAIRWISE_FILE = "pairwise.csv"
+PAIRWISE_COLUMNS = [
+    "participant_id", "block_id", "scenario", "left_response_id", "right_response_id", "left_model", "right_model",
+    "left_condition", "right_condition", "preference", "seconds_on_block",
+]
+_SIDES = {"left": "left (display position 1)", "right": "right (display position 2)"}
+_CODEBOOK = {
+    **{f"{side}_response_id": (f"response shown on the {words}", "text", "the study's response ids (e.g. Q1-R1 in TIDE)")
+       for side, words in _SIDES.items()},
+    **{f"{side}_model": (f"system that wrote the {side} response", "text",
+                         "the study's systems (the reference's author counts as a system)") for side in _SIDES},
+    **{f"{side}_condition": (f"condition of the {side} response", "text",
+                             "the study's conditions (e.g. zero-shot, fine-tuned, reference in TIDE)") for side in _SIDES},
+    "preference": ("the participant's verdict: the left response is better, the right one is better, they are "
+                   "equally good, or both are bad", "text", "left, right, tie, both_bad"),
+    "seconds_on_block": ("seconds from first showing the block to its submission", "number",
+                         ">= 0; blank when the block was never submitted"),
+}
+
 
 class PairwiseType(QuestionType):
     key = "pairwise"
     template = "surveys/questions/pairwise.html"
     exports = ("pairwise",)
+    export_columns = {PAIRWISE_FILE: PAIRWISE_COLUMNS}
+    codebook = {PAIRWISE_FILE: _CODEBOOK}
 
     def declared(self, definition) -> bool:
         return definition.pairwise
