@@ -16,23 +16,22 @@ from typing import Annotated, Any, Literal
 
 import yaml
 from django.conf import settings
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import Field, ValidationError, ValidationInfo, create_model, field_validator, model_validator
 
 from . import limits
+from .definition_parts import KEY_PATTERN, DimensionLabel, Key, NonEmpty, Strict  # noqa: F401  (the schema's parts)
+from .questions import QUESTION_TYPES, definition_problems
 from .recruitment import completion_url_problem, id_pattern_problem
 
-_KEY_PATTERN = r"^[A-Za-z0-9_.\-]+$"
-Key = Annotated[str, Field(min_length=1, max_length=limits.KEY, pattern=_KEY_PATTERN)]
+_KEY_PATTERN = KEY_PATTERN
 ItemKey = Annotated[str, Field(min_length=1, max_length=limits.ITEM_KEY, pattern=_KEY_PATTERN)]
 Param = Annotated[str, Field(min_length=1, max_length=limits.PANEL_PARAM, pattern=_KEY_PATTERN)]
-NonEmpty = Annotated[str, Field(min_length=1)]
 
 # Texts stored in a column of limited length: at most as long as the column (surveys.limits).
 Title = Annotated[str, Field(min_length=1, max_length=limits.TITLE)]
 SystemName = Annotated[str, Field(min_length=1, max_length=limits.SYSTEM_NAME)]
 ConditionName = Annotated[str, Field(min_length=1, max_length=limits.CONDITION_NAME)]
 ScenarioLabel = Annotated[str, Field(max_length=limits.SCENARIO_LABEL)]
-DimensionLabel = Annotated[str, Field(min_length=1, max_length=limits.DIMENSION_LABEL)]
 DemographicPrompt = Annotated[str, Field(min_length=1, max_length=limits.DEMOGRAPHIC_PROMPT)]
 
 US_STATES = (
@@ -53,28 +52,6 @@ RESERVED_PARTICIPANT_COLUMNS = frozenset({
 
 DEMOGRAPHIC_TYPES = ("choice", "number", "us_state", "text")
 BUILT_IN_REGION_MAPS = ("us_census",)
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
-
-
-class DimensionDef(Strict):
-    key: Key
-    label: DimensionLabel
-    min: int = Field(ge=0, le=100)
-    max: int = Field(ge=1, le=100)
-    labels: dict[str, str] = Field(default_factory=dict, description="scale point -> label; at least min and max")
-
-    @model_validator(mode="after")
-    def _scale(self) -> "DimensionDef":
-        if self.max <= self.min:
-            raise ValueError(f"max ({self.max}) must be greater than min ({self.min})")
-        points = {str(p) for p in range(self.min, self.max + 1)}
-        stray = sorted(set(self.labels) - points)
-        if stray:
-            raise ValueError(f"labels for points outside the scale: {', '.join(stray)}")
-        return self
 
 
 class ScenarioDef(Strict):
@@ -103,14 +80,6 @@ class AttentionCheckDef(Strict):
     id: Key
     text: NonEmpty
     expected: int
-
-
-class FreeTextDef(Strict):
-    key: Key
-    prompt: NonEmpty
-    max_length: int = Field(default=1000, ge=1, le=10000)
-    required: bool = False
-    per_block: bool = False
 
 
 DemographicKey = Annotated[str, Field(min_length=1, max_length=limits.DEMOGRAPHIC_KEY, pattern=r"^[a-z][a-z0-9_]*$")]
@@ -296,7 +265,7 @@ class RecruitmentDef(Strict):
 with warnings.catch_warnings():
     warnings.filterwarnings("ignore", message='Field name "construct"', category=UserWarning)
 
-    class StudyDefinition(Strict):
+    class _StudyDefinitionBase(Strict):
         slug: Annotated[str, Field(min_length=1, max_length=limits.SLUG, pattern=r"^[a-z0-9]+(?:-[a-z0-9]+)*$")]
         title: Title
         description: str = ""
@@ -311,18 +280,10 @@ with warnings.catch_warnings():
             default="en", description='the language of the participant pages\' fixed texts, one of the platform\'s '
             'languages (settings.LANGUAGES: "en", "zh-hans"); the study\'s own texts are written in it',
         )
-        ranking: bool = False
-        best_worst: bool = False
-        pairwise: bool = Field(
-            default=False, description="pairwise preference: each block shows two responses side by side and asks "
-            "which is better: the left, the right, a tie, or both bad (as Chatbot Arena and ACUTE-Eval run it); "
-            "every block then has exactly two responses. A per-block free_text question serves as the reason",
-        )
         letter_labels: bool = Field(
             default=False, description="show responses as A, B, C ... by display position: the letters are drawn "
             "at random per participant and block with the order, so they never reveal a source",
         )
-        dimensions: list[DimensionDef] = Field(default_factory=list)
         systems: list[SystemName] = Field(min_length=1)
         conditions: list[ConditionName] = Field(min_length=1)
         reference_conditions: list[str] = Field(default_factory=list)
@@ -330,7 +291,6 @@ with warnings.catch_warnings():
         scenarios: list[ScenarioDef] = Field(min_length=1)
         blocks: list[BlockDef] = Field(min_length=1)
         attention_checks: list[AttentionCheckDef] = Field(default_factory=list)
-        free_text: list[FreeTextDef] = Field(default_factory=list)
         demographics: list[DemographicDef] = Field(default_factory=list)
         subgroups: list[SubgroupDef] = Field(default_factory=list)
         regions: RegionsDef | None = None
@@ -345,6 +305,12 @@ with warnings.catch_warnings():
             if value not in known:
                 raise ValueError(f'unknown language "{value}"; use one of {", ".join(known)}')
             return value
+
+    # The parts each question type owns (its "dimensions", "ranking", "pairwise", "free_text" ...) complete it.
+    StudyDefinition = create_model(
+        "StudyDefinition", __base__=_StudyDefinitionBase, __module__=__name__,
+        **{name: spec for kind in QUESTION_TYPES for name, spec in kind.definition_fields.items()},
+    )
 
 
 class DefinitionError(Exception):
@@ -451,8 +417,6 @@ def _check_blocks(d: StudyDefinition) -> list[str]:
 
 
 def _check_answer_modes(d: StudyDefinition) -> list[str]:
-    from .questions import definition_problems  # the question types need the app registry, loaded by then
-
     problems = definition_problems(d)
     if d.attention_checks and not d.dimensions:
         problems.append("attention_checks: instructed checks need a rating dimension to answer on")

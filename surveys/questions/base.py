@@ -57,6 +57,10 @@ class QuestionType:
     #: codebook's.
     codebook: dict[str, dict[str, tuple[str, str, str]]] = {}
 
+    #: The fields of the study definition this type owns: name -> (type, default or pydantic ``Field``); they
+    #: complete ``surveys.definition.StudyDefinition``.
+    definition_fields: dict[str, tuple[Any, Any]] = {}
+
     # --- the study definition ---------------------------------------------------------
     def declared(self, definition: "StudyDefinition") -> bool:
         """The definition asks this type (every block shows it)."""

@@ -31,6 +31,7 @@ class BestWorstType(QuestionType):
     key = "best_worst"
     template = "surveys/questions/choices.html"
     exports = ("choices",)
+    definition_fields = {"best_worst": (bool, False)}
     export_columns = {CHOICES_FILE: CHOICE_EXPORT_COLUMNS}
     codebook = {CHOICES_FILE: _CODEBOOK}
 

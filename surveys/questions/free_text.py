@@ -10,7 +10,9 @@ import re
 from typing import Any
 
 from django import forms
+from pydantic import Field
 
+from ..definition_parts import Key, NonEmpty, Strict
 from ..models import FreeTextAnswer, FreeTextQuestion
 from .base import QuestionType
 from .controls import Control, entered_value, field_error, free_text_messages
@@ -31,6 +33,14 @@ _CODEBOOK = {
 }
 
 
+class FreeTextDef(Strict):
+    key: Key
+    prompt: NonEmpty
+    max_length: int = Field(default=1000, ge=1, le=10000)
+    required: bool = False
+    per_block: bool = False
+
+
 def field_name(key: str) -> str:
     return f"text-{key}"
 
@@ -39,6 +49,7 @@ class FreeTextType(QuestionType):
     key = "free_text"
     template = "surveys/questions/free_text.html"
     exports = ("free-text",)
+    definition_fields = {"free_text": (list[FreeTextDef], Field(default_factory=list))}
     export_columns = {FREE_TEXT_FILE: FREE_TEXT_COLUMNS}
     codebook = {FREE_TEXT_FILE: _CODEBOOK}
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from django import forms
 from django.utils.translation import gettext as _
+from pydantic import Field
 
 from ..models import BlockVisit
 from .base import QuestionType
@@ -43,6 +44,11 @@ class PairwiseType(QuestionType):
     key = "pairwise"
     template = "surveys/questions/pairwise.html"
     exports = ("pairwise",)
+    definition_fields = {"pairwise": (bool, Field(
+        default=False, description="pairwise preference: each block shows two responses side by side and asks "
+        "which is better: the left, the right, a tie, or both bad (as Chatbot Arena and ACUTE-Eval run it); "
+        "every block then has exactly two responses. A per-block free_text question serves as the reason",
+    ))}
     export_columns = {PAIRWISE_FILE: PAIRWISE_COLUMNS}
     codebook = {PAIRWISE_FILE: _CODEBOOK}
 

@@ -25,6 +25,7 @@ class RankingType(QuestionType):
     key = "ranking"
     template = "surveys/questions/ranking.html"
     exports = ("ratings",)  # rank and rank_changed are columns of ratings.csv
+    definition_fields = {"ranking": (bool, False)}
 
     def declared(self, definition) -> bool:
         return definition.ranking

@@ -7,12 +7,32 @@ from typing import Any
 
 from django import forms
 from django.utils.translation import gettext as _
+from pydantic import Field, model_validator
 
+from ..definition_parts import DimensionLabel, Key, Strict
 from ..models import Rating
 from .base import QuestionType
 from .controls import Control, entered_value, field_error, radio_options, scale_label
 
 _FIELD = re.compile(r"^rate-(\d+)-(.+)$")
+
+
+class DimensionDef(Strict):
+    key: Key
+    label: DimensionLabel
+    min: int = Field(ge=0, le=100)
+    max: int = Field(ge=1, le=100)
+    labels: dict[str, str] = Field(default_factory=dict, description="scale point -> label; at least min and max")
+
+    @model_validator(mode="after")
+    def _scale(self) -> "DimensionDef":
+        if self.max <= self.min:
+            raise ValueError(f"max ({self.max}) must be greater than min ({self.min})")
+        points = {str(p) for p in range(self.min, self.max + 1)}
+        stray = sorted(set(self.labels) - points)
+        if stray:
+            raise ValueError(f"labels for points outside the scale: {', '.join(stray)}")
+        return self
 
 
 def field_name(placement_id: int, dimension_key: str) -> str:
@@ -22,6 +42,7 @@ def field_name(placement_id: int, dimension_key: str) -> str:
 class RatingType(QuestionType):
     key = "rating"
     exports = ("ratings",)
+    definition_fields = {"dimensions": (list[DimensionDef], Field(default_factory=list))}
 
     def declared(self, definition) -> bool:
         return bool(definition.dimensions)
