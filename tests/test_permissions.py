@@ -90,6 +90,7 @@ EXPECTED: dict[str, Expect] = {
     "api-export": api_endpoint(A + "/exports/participants.csv"),
     "api-free-text": api_endpoint(A + "/exports/free-text/"),
     "api-choices": api_endpoint(A + "/exports/choices/"),
+    "api-pairwise": api_endpoint(A + "/exports/pairwise/"),
     "api-identifiers": api_endpoint(A + "/restricted/identifiers.csv"),
     "api-import-responses": api_endpoint(A + "/imports/responses/", method="POST", owner=400),
     "api-import-gold": api_endpoint(A + "/imports/gold/", method="POST", owner=400),

@@ -13,11 +13,13 @@ from surveys.models import Participant, Study
 DEMO_USERNAME = "researcher"
 DEMO_PASSWORD = "demo-researcher-password"
 DEMO_PARTICIPANTS = 150
-FIXTURES = ["fixtures/tide.json", "fixtures/counselor.json", "fixtures/most_least.json"]
+FIXTURES = ["fixtures/tide.json", "fixtures/counselor.json", "fixtures/most_least.json", "fixtures/pairwise.json"]
+# Scripted participants a demo study starts with, so that its results can be run at once.
+DEMO_STARTS = {"tide": DEMO_PARTICIPANTS, "pairwise": 40}
 
 
 class Command(BaseCommand):
-    help = "Load the three demo studies and a demo researcher who owns them (idempotent)."
+    help = "Load the demo studies and a demo researcher who owns them (idempotent)."
 
     def handle(self, *args, **options) -> None:
         for fixture in FIXTURES:
@@ -29,12 +31,13 @@ class Command(BaseCommand):
         # The admin lists the studies, their items and participants to a staff user with these.
         user.user_permissions.add(*Permission.objects.filter(
             content_type__app_label="surveys", codename__in=["view_study", "view_item", "view_participant"]))
-        for study in Study.objects.filter(slug__in=["tide", "counselor", "most-least"]):
+        for study in Study.objects.filter(slug__in=["tide", "counselor", "most-least", "pairwise"]):
             study.owners.add(user)
-        tide = Study.objects.get(slug="tide")
-        if Participant.objects.filter(study=tide, is_preview=False).count() < DEMO_PARTICIPANTS:
-            # Tops up to the target only, so running setup_demo again adds nobody.
-            call_command("simulate_participants", study="tide", n=DEMO_PARTICIPANTS, seed=1, stdout=self.stdout)
+        for slug, target in DEMO_STARTS.items():
+            study = Study.objects.get(slug=slug)
+            if Participant.objects.filter(study=study, is_preview=False).count() < target:
+                # Tops up to the target only, so running setup_demo again adds nobody.
+                call_command("simulate_participants", study=slug, n=target, seed=1, stdout=self.stdout)
         site = settings.SITE_URL
         self.stdout.write(self.style.SUCCESS(
             f"\nDemo researcher: {DEMO_USERNAME} / {DEMO_PASSWORD}  (sign in at {site}/accounts/login/)\n"
