@@ -7,6 +7,7 @@ selectors and writes from one service per view.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterator
 
@@ -26,10 +27,11 @@ from rest_framework.views import APIView
 from surveys.access import studies_visible_to, study_for_user
 from surveys.api import ApiAutoSchema, ErrorSerializer
 
-from . import exports, importers, runs, selectors
+from . import exports, frames, importers, runs, selectors
 from .models import AnalysisRun, ResultTable
 from .serializers import (
     AnalysisRunSerializer, ChoiceRecordSerializer, ExportSerializer, FreeTextRecordSerializer, GoldImportReportSerializer, GoldImportSerializer, ImportReportSerializer,
+    PairwiseRecordSerializer,
     ResponsesImportSerializer, ResultTableSerializer, ResultTableSummarySerializer, RunCreatedSerializer,
     TableQuerySerializer,
 )
@@ -175,16 +177,11 @@ class CSVRenderer(BaseRenderer):
         return json.dumps(data).encode() if data is not None else b""
 
 
-def _streamed_csv(lines: Iterator[list[str]], filename: str) -> StreamingHttpResponse:
-    header = next(lines)  # raises ExportUnavailable before any byte is sent
-    response = StreamingHttpResponse(exports.csv_bytes(_prepend(header, lines)), content_type="text/csv; charset=utf-8")
+def _streamed_csv(header: list[str], batches: Iterator[exports.Batch], filename: str) -> StreamingHttpResponse:
+    response = StreamingHttpResponse(exports.csv_batch_bytes(itertools.chain([[header]], batches)),
+                                     content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
     return response
-
-
-def _prepend(first, rest):
-    yield first
-    yield from rest
 
 
 # The renderers a CSV download negotiates (DRF's ?format= override).
@@ -199,7 +196,8 @@ def _export_response(request: Request, slug: str, name: str) -> StreamingHttpRes
         raise ValidationError({"format": [f"Use one of: {', '.join(_DOWNLOAD_FORMATS)}."]})
     try:
         run = exports.export_run(study=study)
-        return _streamed_csv(exports.export_lines(run=run, what=name), exports.EXPORTS[name].filename)
+        # export_csv raises ExportUnavailable before any byte is sent.
+        return _streamed_csv(*exports.export_csv(run=run, what=name), exports.EXPORTS[name].filename)
     except exports.ExportUnavailable as exc:
         raise NotFound(str(exc)) from None
 
@@ -303,6 +301,20 @@ class ChoiceRecords(_ExportRecords):
 
     def records(self, rows: list[tuple]) -> Iterator[list]:
         return exports.choice_records(rows, letter_labels=self.run.study.letter_labels)
+
+
+class PairwiseRecords(_ExportRecords):
+    """pairwise.csv as JSON: the pairwise preferences of the retained participants of the latest finished run."""
+
+    serializer_class = PairwiseRecordSerializer
+    columns = exports.PAIRWISE_EXPORT_COLUMNS
+
+    def rows(self, run: AnalysisRun):
+        return selectors.pairwise_visit_ids(run=run)
+
+    def records(self, rows: list[int]) -> Iterator[list]:
+        # A page is visit ids; its rows come from the analyses' frame, so they cannot differ from pairwise.csv.
+        return exports.pairwise_records(frames.pairwise_frame(self.run.study_id, visit_ids=rows))
 
 
 # ---------------------------------------------------------------- imports

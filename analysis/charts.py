@@ -266,6 +266,36 @@ def strength_chart(bradley_terry: pd.DataFrame) -> dict[str, Any]:
     return _plain(figure)
 
 
+def pairwise_strength_chart(strengths: pd.DataFrame) -> dict[str, Any]:
+    """Bradley-Terry strengths of the pairwise judgements with their bootstrap 95% CIs: the conditions, then the
+    sources (system · condition), each sorted by strength; a dashed line at 0, the anchor (the baseline, or the
+    mean when the study names none)."""
+    table = strengths.dropna(subset=["strength"])
+    anchor = table["anchor"].dropna().iloc[0] if not table.empty and table["anchor"].notna().any() else "mean 0"
+    title = f"Bradley-Terry strength (log scale, {anchor}) from the pairwise judgements, 95% bootstrap CI"
+    if table.empty:
+        return _empty(title, "No decisive pairwise judgements yet.")
+    figure = go.Figure()
+    for k, (level, name) in enumerate((("condition", "condition"), ("source", "source (system · condition)"))):
+        part = table[table["level"] == level].sort_values("strength")
+        if part.empty:
+            continue
+        labels = part["condition"].astype(str) if level == "condition" else (
+            part["model"].astype(str) + " · " + part["condition"].astype(str))
+        figure.add_trace(go.Scatter(
+            x=part["strength"], y=labels, mode="markers", name=name,
+            marker={"color": PALETTE[k], "symbol": ("diamond", "circle")[k], "size": 9},
+            customdata=part[["p_beats_baseline", "decisive"]].to_numpy(),
+            hovertemplate="%{y}: strength %{x:.2f}, %{customdata[1]} decisive judgements<extra></extra>",
+            error_x={"type": "data", "symmetric": False, "array": part["ci_high"] - part["strength"],
+                     "arrayminus": part["strength"] - part["ci_low"]},
+        ))
+    figure.add_vline(x=0, line={"dash": "dash", "color": "#555555"})
+    figure.update_layout(title=title, height=160 + 24 * len(table), xaxis_title="log strength",
+                         margin={"l": 260}, legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0})
+    return _plain(figure)
+
+
 def region_bars(region_means: pd.DataFrame, *, scenario: str, level: str = "participant") -> dict[str, Any]:
     """Mean rating per region of one scenario as bars with 95% CIs: the figure for a study's own region map."""
     table = region_means[(region_means["scenario"] == scenario) & (region_means["level"] == level)].dropna(subset=["mean"])
@@ -297,6 +327,7 @@ DRAWERS = {
     "position_bias": lambda table, **context: {"position_bias": position_bias_chart(table, scale=context.get("scale"))},
     "strength": lambda table, **context: {"strength": strength_chart(table)},
     "best_worst_shares": lambda table, **context: {"best_worst_shares": best_worst_shares_chart(table)},
+    "pairwise_strength": lambda table, **context: {"pairwise_strength": pairwise_strength_chart(table)},
 }
 
 
@@ -396,5 +427,5 @@ def metrics_figures(tables: dict[str, pd.DataFrame]) -> dict[str, dict[str, Any]
 __all__ = [
     "rating_axis_range", "rating_means_by_scenario", "win_grid", "regional_map", "region_bars", "position_bias_chart",
     "strength_chart", "strength_title", "results_figures", "metric_scatter", "metrics_figures", "REGIONS",
-    "best_worst_shares_chart",
+    "best_worst_shares_chart", "pairwise_strength_chart",
 ]

@@ -147,6 +147,19 @@ _CHOICES: dict[str, Column] = {
     "choice": Column("what the participant chose this response as", TEXT, "most, least"),
 }
 
+_SIDE_WORDS = {"left": "left (display position 1)", "right": "right (display position 2)"}
+_PAIRWISE: dict[str, Column] = {
+    **{f"{side}_response_id": Column(f"response shown on the {words}", TEXT,
+                                     COLUMNS["response_id"].allowed) for side, words in _SIDE_WORDS.items()},
+    **{f"{side}_model": Column(f"system that wrote the {side} response", TEXT, COLUMNS["model"].allowed)
+       for side in _SIDE_WORDS},
+    **{f"{side}_condition": Column(f"condition of the {side} response", TEXT, COLUMNS["condition"].allowed)
+       for side in _SIDE_WORDS},
+    "preference": Column("the participant's verdict: the left response is better, the right one is better, they are "
+                         "equally good, or both are bad", TEXT, "left, right, tie, both_bad"),
+    "seconds_on_block": _RATINGS["seconds_on_block"],
+}
+
 _FLOW_RULE = Column("quality rule of this step", TEXT, f"{quality.ENROLLED} (step 0), {_RULES}")
 
 _FILTER_FLOW: dict[str, Column] = {
@@ -431,6 +444,89 @@ _BEST_WORST_SHARES: dict[str, Column] = {
     "p": Column("p-value of the equal-shares test of this choice", NUMBER, "0-1; blank when the test could not run"),
 }
 
+_PAIRWISE_COUNT = "judgements of the row's source or condition (see level) that it {what}"
+_PAIRWISE_WIN_RATES: dict[str, Column] = {
+    "level": Column("what the row counts: a source (system x condition) against every other source, a condition "
+                    "against every other condition (judgements between two sources of the same condition left "
+                    "out), or one pair of conditions (condition against opponent)", TEXT, "source, condition, pair"),
+    "model": Column("system of the source", TEXT, "the study's systems; blank on condition and pair rows"),
+    "condition": Column("condition of the source, the condition, or the first condition of the pair", TEXT,
+                        COLUMNS["condition"].allowed),
+    "opponent": Column("the other condition of the pair (the baseline whenever it is in the pair)", TEXT,
+                       "the study's conditions; blank on source and condition rows"),
+    "comparisons": Column("pairwise judgements of the row (every verdict; a source against itself left out)",
+                          INTEGER, COUNT),
+    "wins": Column(_PAIRWISE_COUNT.format(what="won"), INTEGER, COUNT),
+    "losses": Column(_PAIRWISE_COUNT.format(what="lost"), INTEGER, COUNT),
+    "ties": Column("judgements of the row with the verdict tie", INTEGER, COUNT),
+    "both_bad": Column("judgements of the row with the verdict both bad", INTEGER, COUNT),
+    "decisive": Column("judgements of the row with a winner: wins + losses", INTEGER, COUNT),
+    "win_rate": Column("wins / decisive (ties and both-bad verdicts left out)", NUMBER,
+                       "0-1; blank when decisive is 0"),
+    "ci_low": Column("lower bound of the 95% Wilson score interval of win_rate", NUMBER,
+                     "0-1; blank when decisive is 0"),
+    "ci_high": Column("upper bound of the 95% Wilson score interval of win_rate", NUMBER,
+                      "0-1; blank when decisive is 0"),
+    "win_rate_ties_half": Column("(wins + (ties + both_bad) / 2) / comparisons: a tie or a both-bad verdict counted "
+                                 "as half a win", NUMBER, "0-1"),
+    "n_participants": Column("participants with a judgement in the row", INTEGER, COUNT),
+    "p": Column("two-sided exact binomial test of wins out of decisive against one half (pair rows)", NUMBER,
+                "0-1; blank on source and condition rows and when decisive is 0"),
+    "p_holm": Column("p Holm-adjusted across the pair rows", NUMBER, "0-1 and >= p; blank when p is blank"),
+    "holm_family": Column("the family of tests Holm's correction ran over", TEXT,
+                          "the binomial tests of the condition pairs; blank on source and condition rows"),
+}
+
+_PAIRWISE_BT: dict[str, Column] = {
+    "level": Column("what the strength is of", TEXT, "condition, source (system x condition)"),
+    "model": Column("system of the source", TEXT, "the study's systems; blank on condition rows"),
+    "strength": Column("Bradley-Terry log strength from the decisive pairwise judgements (ties and both-bad left "
+                       "out), relative to the anchor: the difference of two strengths is the log-odds that the "
+                       "first beats the second", NUMBER, "any real number; blank when not identified (see note)"),
+    "ci_low": Column("lower bound of the 95% percentile bootstrap interval of strength (participants resampled "
+                     "with replacement)", NUMBER, "any real number; blank when n_boot is 0 or not identified"),
+    "ci_high": Column("upper bound of the 95% percentile bootstrap interval of strength (participants resampled "
+                      "with replacement)", NUMBER, "any real number; blank when n_boot is 0 or not identified"),
+    "p_beats_baseline": Column("implied probability of beating the baseline condition, 1 / (1 + exp(-strength)) (on "
+                               "source rows: a baseline source of mean strength)", NUMBER,
+                               "0-1; blank when the study names no baseline"),
+    "p_ci_low": Column("ci_low mapped to a probability like p_beats_baseline", NUMBER,
+                       "0-1; blank when p_beats_baseline or ci_low is blank"),
+    "p_ci_high": Column("ci_high mapped to a probability like p_beats_baseline", NUMBER,
+                        "0-1; blank when p_beats_baseline or ci_high is blank"),
+    "decisive": Column("decisive judgements the condition or source took part in (against another item of its "
+                       "level)", INTEGER, COUNT),
+    "wins": Column("of those, the judgements it won", INTEGER, COUNT),
+    "n_participants": Column("participants with a decisive judgement involving it", INTEGER, COUNT),
+    "anchor": Column("what strength 0 is", TEXT, "<baseline> = 0 (condition rows), mean of the <baseline> sources "
+                     "= 0 (source rows), mean 0 (no baseline)"),
+    "alpha": Column("pseudo-wins added in each direction between every two items before the fit (regularisation)",
+                    NUMBER, ">= 0"),
+    "n_boot": Column("bootstrap resamples of participants", INTEGER, COUNT),
+    "method": Column("estimation method", TEXT, "Bradley-Terry (choix I-LSR, <alpha> pseudo-wins each way), "
+                     "percentile bootstrap over participants"),
+}
+
+_PAIRWISE_POSITION_BIAS: dict[str, Column] = {
+    "judgements": Column("pairwise judgements", INTEGER, COUNT),
+    "decisive": Column("judgements with a winner (left or right)", INTEGER, COUNT),
+    "left": Column("judgements that chose the left response (display position 1)", INTEGER, COUNT),
+    "right": Column("judgements that chose the right response (display position 2)", INTEGER, COUNT),
+    "ties": Column("judgements with the verdict tie", INTEGER, COUNT),
+    "both_bad": Column("judgements with the verdict both bad", INTEGER, COUNT),
+    "left_share": Column("left / decisive: 0.5 without a position bias (display order is randomised)", NUMBER,
+                         "0-1; blank when decisive is 0"),
+    "ci_low": Column("lower bound of the 95% Wilson score interval of left_share", NUMBER,
+                     "0-1; blank when decisive is 0"),
+    "ci_high": Column("upper bound of the 95% Wilson score interval of left_share", NUMBER,
+                      "0-1; blank when decisive is 0"),
+    "p": Column("two-sided exact binomial test of left out of decisive against one half", NUMBER,
+                "0-1; blank when decisive is 0"),
+    "tie_share": Column("ties / judgements", NUMBER, "0-1; blank when there are no judgements"),
+    "both_bad_share": Column("both_bad / judgements", NUMBER, "0-1; blank when there are no judgements"),
+    "n_participants": Column("participants with a judgement", INTEGER, COUNT),
+}
+
 _AGREEMENT: dict[str, Column] = {
     "scenario": Column("scenario the agreement is computed over", TEXT, "all (every scenario), the study's scenario "
                        "ids"),
@@ -521,6 +617,7 @@ TABLE_COLUMNS: dict[str, dict[str, Column]] = {
     "ratings.csv": _RATINGS,
     "free_text.csv": _FREE_TEXT,
     "choices.csv": _CHOICES,
+    "pairwise.csv": _PAIRWISE,
     "filter_flow.csv": _FILTER_FLOW,
     "filter_flow_by_subgroup.csv": _FILTER_FLOW_BY_SUBGROUP,
     "win_table.csv": _WIN_TABLE,
@@ -539,6 +636,9 @@ TABLE_COLUMNS: dict[str, dict[str, Column]] = {
     "bradley_terry.csv": _BRADLEY_TERRY,
     "best_worst.csv": _BEST_WORST,
     "best_worst_shares.csv": _BEST_WORST_SHARES,
+    "pairwise_win_rates.csv": _PAIRWISE_WIN_RATES,
+    "pairwise_bradley_terry.csv": _PAIRWISE_BT,
+    "pairwise_position_bias.csv": _PAIRWISE_POSITION_BIAS,
     "agreement.csv": _AGREEMENT,
     "rater_loo.csv": _RATER_LOO,
     "rater_judge.csv": _RATER_JUDGE,

@@ -108,6 +108,7 @@ class Design:
     has_ratings: bool = True
     has_ranking: bool = False
     has_best_worst: bool = False
+    has_pairwise: bool = False
     has_gold: bool = False
 
     @property
@@ -116,6 +117,7 @@ class Design:
             "ratings": self.has_ratings,
             "ranking": self.has_ranking,
             "best_worst": self.has_best_worst,
+            "pairwise": self.has_pairwise,
             "comparison": self.baseline is not None,
             "references": bool(self.references),
             "subgroups": bool(self.subgroups),
@@ -172,6 +174,7 @@ def design_of(definition: StudyDefinition, *, has_gold: bool = False) -> Design:
         has_ratings=bool(definition.dimensions),
         has_ranking=definition.ranking,
         has_best_worst=definition.best_worst,
+        has_pairwise=definition.pairwise,
         has_gold=has_gold,
     )
 

@@ -8,7 +8,9 @@ an ``Export`` to ``EXPORTS``.
 from __future__ import annotations
 
 import csv
-from collections.abc import Callable, Iterable, Iterator
+import io
+import itertools
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -22,10 +24,10 @@ from analysis.design import Design, study_design
 from analysis.models import AnalysisRun
 from analysis.selectors import (
     FREE_TEXT_COLUMNS, analysis_run_latest_done, choice_rows, free_text_rows, participant_results, result_table_frame,
-    result_table_names,
+    result_table_names, retained_participant_ids,
 )
-from surveys.forms import letter_label
 from surveys.models import DemographicQuestion, FreeTextQuestion, Study
+from surveys.questions.controls import letter_label
 
 # A spreadsheet runs a cell starting with these as a formula (CSV injection).
 _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
@@ -56,13 +58,31 @@ def csv_cell(value: Any) -> str:
 
 
 Rows = Iterator[list[Any]]
+# Rows of finished cells (``csv_cell`` applied): what ``csv.writer.writerows`` takes.
+Batch = Iterable[Sequence[str]]
 
 
 @dataclass(frozen=True)
 class Export:
     filename: str
-    rows: Callable[[AnalysisRun], Rows]  # header row first
+    batches: Callable[[AnalysisRun], Iterator[Batch]]  # the header alone first, then the rows (see export_batches)
     description: str
+
+
+def from_rows(rows: Callable[[AnalysisRun], Rows]) -> Callable[[AnalysisRun], Iterator[Batch]]:
+    """An export written row by row (a generator of rows of values, header first) as batches of cells."""
+
+    def batches(run: AnalysisRun) -> Iterator[Batch]:
+        values = rows(run)
+        yield [[csv_cell(value) for value in next(values)]]
+        while batch := [[csv_cell(value) for value in row] for row in itertools.islice(values, _ROWS_PER_BATCH)]:
+            yield batch
+
+    return batches
+
+
+# Rows per batch: one streamed chunk of CSV (a few hundred kB).
+_ROWS_PER_BATCH = 5000
 
 
 # The study's demographic columns (one per question key) sit between these two.
@@ -121,7 +141,7 @@ RATINGS_EXPORT_COLUMNS = [
 ]
 
 
-def ratings_rows(run: AnalysisRun) -> Rows:
+def ratings_batches(run: AnalysisRun) -> Iterator[Batch]:
     """The cleaned ratings of the run's retained participants: the rows of ``frames.ratings_frame``.
 
     Read from the analysis frame, in its order (participant, block_order,
@@ -129,49 +149,67 @@ def ratings_rows(run: AnalysisRun) -> Rows:
     ``rank_changed`` are those the analyses use (``analysis.derived``). A best-worst study (no
     rating scale) has one row per response shown in a submitted block, with
     ``rating`` blank. Multi-dimension studies get a trailing ``dimension``
-    column. The frame is built for ``_PARTICIPANTS_PER_FRAME`` participants
-    at a time, so memory stays flat however large the study.
+    column. The frames come ``_PARTICIPANTS_PER_FRAME`` participants at a time
+    (``frames.ratings_frames``), so memory stays flat however large the study,
+    and their cells are written a column at a time (``csv_cells``): a million
+    rows never pass through Python one by one until ``csv.writer`` joins them.
     """
     names = RATINGS_EXPORT_COLUMNS + (["dimension"] if run.study.dimensions.count() > 1 else [])
-    yield names
-    retained = list(
-        participant_results(run=run).filter(excluded_by="").order_by("participant_id")
-        .values_list("participant_id", flat=True)
-    )
-    for start in range(0, len(retained), _PARTICIPANTS_PER_FRAME):
-        frame = frames.ratings_frame(run.study_id, participant_ids=retained[start:start + _PARTICIPANTS_PER_FRAME])
-        columns = [_cells(frame[name]) for name in names]
-        for first in range(0, len(frame), _ROWS_PER_CHUNK):
-            at = slice(first, first + _ROWS_PER_CHUNK)
-            yield from map(list, zip(*(cells(at) for cells in columns)))
+    yield [names]
+    for frame in frames.ratings_frames(run.study_id, participants=retained_participant_ids(run=run),
+                                       per_frame=_PARTICIPANTS_PER_FRAME):
+        columns = [csv_cells(frame[name], whole=name in _WHOLE_NUMBERS) for name in names]
+        for first in range(0, len(frame), _ROWS_PER_BATCH):
+            yield zip(*(cells[first:first + _ROWS_PER_BATCH].tolist() for cells in columns))
 
 
-# 500 TIDE participants are 60,000 rows: a frame of a few MB.
-_PARTICIPANTS_PER_FRAME = 500
-_ROWS_PER_CHUNK = 5000
-
-
-def _cells(column: pd.Series) -> Callable[[slice], list]:
-    """A column's export values for a slice of rows: labels, whole numbers (ratings and ranks
-    are integers; NaN -> None), nullable booleans (NA -> None) or floats (NaN is written blank)."""
-    values = column.array
-    if isinstance(values, pd.arrays.BooleanArray):
-        cells = values.to_numpy(dtype=object, na_value=None)
-        return lambda at: cells[at].tolist()
-    if isinstance(values, pd.Categorical):
-        labels = np.append(np.asarray(values.categories, dtype=object), None)  # code -1 -> None
-        codes = values.codes
-        return lambda at: labels[codes[at]].tolist()
-    values = column.to_numpy()
-    if column.name in _WHOLE_NUMBERS:
-        missing = np.isnan(values) if values.dtype.kind == "f" else np.zeros(len(values), dtype=bool)
-        whole = np.where(missing, 0, values).astype(np.int64)
-        return lambda at: np.where(missing[at], None, whole[at]).tolist()
-    return lambda at: values[at].tolist()
-
-
+# 250 TIDE participants are 30,000 rows: a frame of a few MB, its reading and writing a few tens of MB.
+_PARTICIPANTS_PER_FRAME = 250
 # Stored as integers; the frame holds ratings and ranks as floats to carry NaN.
 _WHOLE_NUMBERS = {"position", "rating", "rank", "block_order"}
+
+
+def csv_cells(column: pd.Series, *, whole: bool = False) -> np.ndarray:
+    """``csv_cell`` of each value of ``column``, as an object array of str.
+
+    Labels (categoricals), nullable booleans, integers and floats are
+    formatted once per distinct value and gathered by code, so a column of a
+    million cells costs a few numpy operations. ``whole``: a float column of
+    whole numbers (NaN for none) written as integers. Other columns go value
+    by value through ``csv_cell``.
+    """
+    values = column.array
+    if isinstance(values, pd.arrays.BooleanArray):
+        return _BOOLEAN_CELLS[values.to_numpy(dtype=np.int8, na_value=2)]
+    if isinstance(values, pd.Categorical):
+        return _gathered(values.codes, values.categories.tolist())
+    array = column.to_numpy()
+    if array.dtype.kind == "b":
+        return _BOOLEAN_CELLS[array.astype(np.int8)]
+    if array.dtype.kind in "iu":
+        codes, distinct = pd.factorize(array)
+        return _gathered(codes, distinct.tolist())
+    if array.dtype.kind == "f":
+        missing = np.isnan(array)
+        if whole:
+            codes, distinct = pd.factorize(np.where(missing, 0, array).astype(np.int64))
+            distinct = distinct.tolist()
+        else:
+            # Factorized by bit pattern: -0.0 and 0.0 are written differently.
+            codes, bits = pd.factorize(array.view(np.int64))
+            distinct = bits.astype(np.int64).view(np.float64).tolist()
+        return _gathered(np.where(missing, -1, codes), distinct)
+    return np.array([csv_cell(value) for value in array.tolist()] or [], dtype=object)
+
+
+# A nullable boolean's cells by code: False, True, NA.
+_BOOLEAN_CELLS = np.array(["false", "true", ""], dtype=object)
+
+
+def _gathered(codes: np.ndarray, distinct: list) -> np.ndarray:
+    """``csv_cell`` of ``distinct[code]`` per code (-1: blank)."""
+    cells = np.array([csv_cell(value) for value in distinct] + [""], dtype=object)
+    return cells[codes]  # code -1 takes the trailing blank
 
 
 def free_text_export_rows(run: AnalysisRun) -> Rows:
@@ -205,22 +243,50 @@ def choices_export_rows(run: AnalysisRun) -> Rows:
     yield from choice_records(choice_rows(run=run).iterator(chunk_size=2000), letter_labels=letters)
 
 
+PAIRWISE_EXPORT_COLUMNS = frames.PAIRWISE_COLUMNS
+
+
+def pairwise_export_rows(run: AnalysisRun) -> Rows:
+    """pairwise.csv: one row per answered pairwise block of the run's retained participants, the rows of
+    ``frames.pairwise_frame`` (so ``seconds_on_block`` is the analyses'), a few hundred participants at a time."""
+    yield PAIRWISE_EXPORT_COLUMNS
+    retained = list(
+        participant_results(run=run).filter(excluded_by="").order_by("participant_id")
+        .values_list("participant_id", flat=True)
+    )
+    for start in range(0, len(retained), _PARTICIPANTS_PER_FRAME):
+        frame = frames.pairwise_frame(run.study_id, participant_ids=retained[start:start + _PARTICIPANTS_PER_FRAME])
+        yield from pairwise_records(frame)
+
+
+def pairwise_records(frame: pd.DataFrame) -> Iterator[list[Any]]:
+    """The rows of a pairwise frame as lists of export values (labels, seconds; NaN -> None)."""
+    columns = [_cells(frame[name]) for name in PAIRWISE_EXPORT_COLUMNS]
+    for first in range(0, len(frame), _ROWS_PER_CHUNK):
+        at = slice(first, first + _ROWS_PER_CHUNK)
+        yield from ([None if value != value else value for value in row] for row in zip(*(c(at) for c in columns)))
+
+
 EXPORTS: dict[str, Export] = {
-    "participants": Export("participants.csv", participants_rows, "participants with quality metrics (pseudonyms)"),
-    "identifiers": Export("identifiers.csv", identifiers_rows, "panel ids for paying/rejecting (restricted)"),
-    "ratings": Export("ratings.csv", ratings_rows, "cleaned ratings of retained participants"),
-    "free-text": Export("free_text.csv", free_text_export_rows, "written answers of retained participants"),
-    "choices": Export("choices.csv", choices_export_rows,
+    "participants": Export("participants.csv", from_rows(participants_rows),
+                           "participants with quality metrics (pseudonyms)"),
+    "identifiers": Export("identifiers.csv", from_rows(identifiers_rows), "panel ids for paying/rejecting (restricted)"),
+    "ratings": Export("ratings.csv", ratings_batches, "cleaned ratings of retained participants"),
+    "free-text": Export("free_text.csv", from_rows(free_text_export_rows), "written answers of retained participants"),
+    "choices": Export("choices.csv", from_rows(choices_export_rows),
                       "most and least choices of retained participants (best-worst studies)"),
+    "pairwise": Export("pairwise.csv", pairwise_export_rows,
+                       "pairwise preferences (left, right, tie, both bad) of retained participants (pairwise studies)"),
 }
 # The answer exports a study has only when its design asks that kind of answer.
 _ANSWER_EXPORTS: dict[str, Callable[[Study], bool]] = {
     "free-text": lambda study: FreeTextQuestion.objects.filter(study=study).exists(),
     "choices": lambda study: study.best_worst_enabled,
+    "pairwise": lambda study: study.pairwise_enabled,
 }
 # Every result table of the registry, exported under its own name (win_table.csv, ttests.csv, ...).
 for _analysis in registry.REGISTERED:
-    EXPORTS[_analysis.name.replace("_", "-")] = Export(_analysis.filename, table_rows(_analysis.name),
+    EXPORTS[_analysis.name.replace("_", "-")] = Export(_analysis.filename, from_rows(table_rows(_analysis.name)),
                                                        _analysis.description)
 
 
@@ -251,24 +317,35 @@ def export_run(*, study: Study) -> AnalysisRun:
     return run
 
 
+def export_csv(*, run: AnalysisRun, what: str) -> tuple[list[str], Iterator[Batch]]:
+    """One export's header and its rows as batches of CSV-safe cells.
+
+    Raises ``ExportUnavailable`` here, before a byte is written, when the run lacks the export.
+    """
+    batches = EXPORTS[what].batches(run)
+    (header,) = next(batches)
+    return list(header), batches
+
+
 def export_lines(*, run: AnalysisRun, what: str) -> Iterator[list[str]]:
     """The rows of one export as CSV-safe strings, header first."""
-    export = EXPORTS[what]
-    for row in export.rows(run):
-        yield [csv_cell(value) for value in row]
+    header, batches = export_csv(run=run, what=what)
+    yield header
+    for batch in batches:
+        yield from map(list, batch)
 
 
 def export_write(*, study: Study, what: str, out_dir: Path) -> Path:
     """Write one export of the latest finished run into ``out_dir``; returns the file path."""
     run = export_run(study=study)
-    lines = export_lines(run=run, what=what)
-    header = next(lines)  # raises ExportUnavailable before a file is created
+    header, batches = export_csv(run=run, what=what)  # raises ExportUnavailable before a file is created
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / EXPORTS[what].filename
     with path.open("w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
         writer.writerow(header)
-        writer.writerows(lines)
+        for batch in batches:
+            writer.writerows(batch)
     return path
 
 
@@ -294,21 +371,34 @@ class _Sink:
 UTF8_BOM = "\ufeff".encode("utf-8")
 
 
-def csv_bytes(lines: Iterator[list[str]], *, rows_per_chunk: int = 2000, excel: bool = False) -> Iterator[bytes]:
+def csv_bytes(lines: Iterable[Sequence[str]], *, rows_per_chunk: int = 2000, excel: bool = False) -> Iterator[bytes]:
     """Encode CSV rows lazily, a chunk of rows at a time (for streaming responses).
 
     ``excel`` starts the bytes with the UTF-8 byte order mark, so that Excel shows
     non-ASCII text (accents, Chinese) as it is.
     """
+    return csv_batch_bytes(row_batches(lines, rows_per_batch=rows_per_chunk), excel=excel)
+
+
+def csv_batch_bytes(batches: Iterable[Batch], *, excel: bool = False) -> Iterator[bytes]:
+    """Encode batches of CSV rows lazily, one chunk of bytes per batch (``excel``: as ``csv_bytes``)."""
     if excel:
         yield UTF8_BOM
-    sink = _Sink()
-    writer = csv.writer(sink)
-    for count, line in enumerate(lines, start=1):
-        writer.writerow(line)
-        if count % rows_per_chunk == 0:
-            yield sink.drain()
-    yield sink.drain()
+    # A StringIO, not a _Sink: csv.writer writes each row with its own call to write().
+    text = io.StringIO()
+    writer = csv.writer(text)
+    for batch in batches:
+        writer.writerows(batch)
+        yield text.getvalue().encode("utf-8")
+        text.seek(0)
+        text.truncate()
+
+
+def row_batches(rows: Iterable[Sequence[str]], *, rows_per_batch: int = _ROWS_PER_BATCH) -> Iterator[Batch]:
+    """Rows as batches of ``rows_per_batch`` rows."""
+    rows = iter(rows)
+    while batch := list(itertools.islice(rows, rows_per_batch)):
+        yield batch
 
 
 def everything_zip(*, run: AnalysisRun) -> Iterator[bytes]:
@@ -323,21 +413,15 @@ def everything_zip(*, run: AnalysisRun) -> Iterator[bytes]:
     descriptions: dict[str, str] = {}
     with zipfile.ZipFile(sink, mode="w", compression=zipfile.ZIP_DEFLATED) as archive:
         for name in exports_of(run):
-            lines = export_lines(run=run, what=name)
-            header = next(lines)
+            header, batches = export_csv(run=run, what=name)
             filename = EXPORTS[name].filename
             headers[filename] = header
             descriptions[filename] = EXPORTS[name].description
             with archive.open(filename, mode="w", force_zip64=True) as member:
-                for chunk in csv_bytes(_prepend(header, lines)):
+                for chunk in csv_batch_bytes(itertools.chain([[header]], batches)):
                     member.write(chunk)
                     yield sink.drain()
         questions = DemographicQuestion.objects.filter(study_id=run.study_id)
         archive.writestr("codebook.csv", b"".join(csv_bytes(codebook_rows(headers, study_entries(questions)))))
         archive.writestr("README.txt", zip_readme_text(run=run, files=descriptions))
     yield sink.drain()
-
-
-def _prepend(first: list[str], rest: Iterator[list[str]]) -> Iterator[list[str]]:
-    yield first
-    yield from rest

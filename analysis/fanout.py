@@ -20,7 +20,7 @@ import pickle
 import tempfile
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -65,11 +65,13 @@ def statistics_plan(analyses: Iterable[Analysis], *, seconds: Mapping[str, float
 
 @dataclass(frozen=True)
 class RunFrames:
-    """The frames of one attempt: ratings, participants with their quality columns (``excluded_by``), gold."""
+    """The frames of one attempt: ratings, participants with their quality columns (``excluded_by``), gold,
+    and the pairwise judgements (empty for a study without pairwise blocks)."""
 
     ratings: pd.DataFrame
     participants: pd.DataFrame
     gold: pd.DataFrame
+    pairwise: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def _folder() -> Path:
@@ -93,7 +95,8 @@ def frames_store(*, run_id: int, attempt: int, frames: RunFrames) -> None:
     handle, temporary = tempfile.mkstemp(dir=folder, suffix=".partial")
     try:
         with os.fdopen(handle, "wb") as out:
-            pickle.dump((frames.ratings, frames.participants, frames.gold), out, protocol=pickle.HIGHEST_PROTOCOL)
+            pickle.dump((frames.ratings, frames.participants, frames.gold, frames.pairwise), out,
+                        protocol=pickle.HIGHEST_PROTOCOL)
         os.replace(temporary, frames_path(run_id=run_id, attempt=attempt))
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
@@ -104,10 +107,10 @@ def frames_load(*, run_id: int, attempt: int) -> RunFrames | None:
     """The frames the attempt's task left on this machine, or None (another machine, or already discarded)."""
     try:
         with frames_path(run_id=run_id, attempt=attempt).open("rb") as source:
-            ratings, participants, gold = pickle.load(source)  # noqa: S301 - our own private folder, see frames_store
+            stored = pickle.load(source)  # noqa: S301 - our own private folder, see frames_store
     except FileNotFoundError:
         return None
-    return RunFrames(ratings, participants, gold)
+    return RunFrames(*stored)
 
 
 def frames_discard(*, run_id: int, attempt: int) -> None:

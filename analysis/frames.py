@@ -14,6 +14,11 @@ frames, so their column names are a contract (DESIGN 2; docs/quality.md):
     response_id, gold_score.
 ``visits_frame``
     one row per block visit, with its block_order, seconds_on_block and rank_changed.
+``pairwise_frame``
+    one row per answered pairwise block (the columns of pairwise.csv):
+    participant_id, block_id, scenario, left_response_id, right_response_id,
+    left_model, right_model, left_condition, right_condition, preference,
+    seconds_on_block.
 
 The derived columns (block_order, seconds_on_block, rank_changed, attention_passed) are
 defined in ``analysis.derived``; the exports and the API read them from
@@ -30,7 +35,8 @@ and transferred per row.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -161,13 +167,15 @@ class _IsoText(Func):
         return self.as_sql(compiler, connection, template="%(expressions)s", **extra_context)
 
 
-def _visit_query(study_id: int, participant_ids: Sequence[int] | None = None) -> QuerySet:
+def _visit_query(study_id: int, participant_ids: Sequence[int] | QuerySet | None = None) -> QuerySet:
     """Block visits of non-preview participants as integers: id, participant, block, sequence,
-    has a duration (0/1), duration in microseconds, submitted (0/1). Int rows cannot hold NULL."""
+    has a duration (0/1), duration in microseconds, submitted (0/1). Int rows cannot hold NULL.
+    ``participant_ids``: ids, or a queryset of one column of ids (a subquery)."""
     duration = ExpressionWrapper(F("submitted_at") - F("shown_at"), output_field=DurationField())
     visits = BlockVisit.objects.filter(derived.BLOCK_VISIT, participant__study_id=study_id, participant__is_preview=False)
     if participant_ids is not None:
-        visits = visits.filter(participant_id__in=list(participant_ids))
+        who = participant_ids if isinstance(participant_ids, QuerySet) else list(participant_ids)
+        visits = visits.filter(participant_id__in=who)
     return visits.order_by().values_list(
         "id", "participant_id", "block_id", "sequence",
         Case(When(shown_at__isnull=False, submitted_at__isnull=False, then=Value(1)), default=Value(0)),
@@ -286,12 +294,101 @@ def ratings_frame(study_id: int, *, participant_ids: Sequence[int] | None = None
     ranked; for studies without a rating dimension ``dimension`` is "" and
     ``rating`` NaN, one row per shown response, so best/worst analyses work.
     With ``participant_ids`` (database ids), the rows of those participants
-    only: the ratings export reads a large study a few hundred participants
-    at a time, so its memory does not grow with the study.
+    only. ``ratings_frames`` gives the same rows a few hundred participants at
+    a time (the ratings export of a large study).
     """
     who = None if participant_ids is None else list(participant_ids)
     if who is not None and not who:
         return _empty_ratings_frame()
+    labels = _study_labels(study_id)
+    queries = [(_visit_query(study_id, who), 7), (_placement_query(labels.item_ids.tolist(), who), 6)]
+    if labels.are_ratings:
+        queries.append((_rating_query(labels.dimension_ids.tolist(), who), 3))
+    visit_rows, placement_rows, *rating_rows = _read_at_once(queries)
+    people = Participant.objects.filter(study_id=study_id, is_preview=False)
+    return _ratings_of(labels, people if who is None else people.filter(pk__in=who),
+                       visit_rows, placement_rows, rating_rows[0] if labels.are_ratings else None)
+
+
+def ratings_frames(study_id: int, *, participants: QuerySet, per_frame: int = 500) -> Iterator[pd.DataFrame]:
+    """``ratings_frame`` of ``participants`` (a queryset of one column of participant ids, such as a run's
+    retained ones), ``per_frame`` participants at a time in id order.
+
+    Concatenated, the frames are ``ratings_frame(study_id, participant_ids=<those ids>)``, row for row;
+    memory holds one frame at a time however large the study. On PostgreSQL the database joins the
+    visits, placements and ratings (the queries of ``ratings_frame``) in one pass over the study and
+    hands them over participant by participant (``pgcopy.int_row_batches``): reading each frame's
+    participants with a query of its own would scan the placements and ratings once per frame.
+    Elsewhere each frame is ``ratings_frame`` of its participants.
+    """
+    if connection.vendor != "postgresql":
+        ids = sorted({row[0] for row in _fetch(participants)})
+        for start in range(0, len(ids), per_frame):
+            yield ratings_frame(study_id, participant_ids=ids[start:start + per_frame])
+        return
+    labels = _study_labels(study_id)
+    sql, params, width = _joined_rows_query(study_id, labels, participants)
+    people = Participant.objects.filter(study_id=study_id, is_preview=False)
+    for rows in pgcopy.int_row_batches(sql, params, width, groups_per_batch=per_frame):
+        # Each visit's and placement's columns come once per rating: keep the first of each.
+        _, first_of_visit = np.unique(rows[:, 1], return_index=True)
+        visit_rows = rows[np.ix_(first_of_visit, _JOINED_VISIT)]
+        placed = np.flatnonzero(rows[:, _JOINED_PLACEMENT[0]] > 0)
+        _, first_of_placement = np.unique(rows[placed, _JOINED_PLACEMENT[0]], return_index=True)
+        placement_rows = rows[np.ix_(placed[first_of_placement], _JOINED_PLACEMENT)]
+        rating_rows = (rows[np.ix_(np.flatnonzero(rows[:, _JOINED_RATING[1]] > 0), _JOINED_RATING)]
+                       if labels.are_ratings else None)
+        del rows
+        frame = _ratings_of(labels, people.filter(pk__in=np.unique(visit_rows[:, 1]).tolist()),
+                            visit_rows, placement_rows, rating_rows)
+        if len(frame):
+            yield frame
+
+
+# Where the columns of _visit_query, _placement_query and _rating_query sit in a row of
+# _joined_rows_query: the participant first (the group), then the visit, placement and rating
+# columns that do not repeat another (a placement's visit is the visit; a rating's placement the placement).
+_JOINED_VISIT = [1, 0, 2, 3, 4, 5, 6]
+_JOINED_PLACEMENT = [7, 1, 8, 9, 10, 11]
+_JOINED_RATING = [7, 12, 13]
+
+
+def _joined_rows_query(study_id: int, labels: _StudyLabels, participants: QuerySet) -> tuple[str, list, int]:
+    """The block visits of ``participants``, each with its placements and their ratings: one row per
+    rating (or placement without one, or visit without any) laid out as ``_JOINED_*`` say. The three
+    queries of ``ratings_frame``, joined by the database (LEFT JOINs; 0 stands for none: ids start at 1)."""
+    parts = [(_visit_query(study_id, participants), "v", 7), (_placement_query(labels.item_ids.tolist()), "p", 6)]
+    if labels.are_ratings:
+        parts.append((_rating_query(labels.dimension_ids.tolist()), "r", 3))
+    joined, params = [], []
+    for queryset, alias, width in parts:
+        sql, part_params = queryset.query.sql_with_params()
+        source = f"({sql}) AS {alias}({', '.join(f'{alias}{i}' for i in range(width))})"
+        joined.append(source if alias == "v" else f"LEFT JOIN {source} ON " + ("p1 = v0" if alias == "p" else "r0 = p0"))
+        params += list(part_params)
+    selected = ["v1", "v0", "v2", "v3", "v4", "v5", "v6", *(f"coalesce({c}, 0)" for c in ("p0", "p2", "p3", "p4", "p5"))]
+    if labels.are_ratings:
+        selected += ["coalesce(r1, 0)", "coalesce(r2, 0)"]
+    return f"SELECT {', '.join(selected)} FROM {' '.join(joined)}", params, len(selected)
+
+
+@dataclass(frozen=True)
+class _StudyLabels:
+    """A study's items (ids ascending: key, scenario, model, condition), dimensions and blocks, for labelling rows."""
+
+    item_ids: np.ndarray
+    items: list[tuple]
+    dimension_ids: np.ndarray
+    dimension_keys: list[str]
+    block_ids: np.ndarray
+    block_keys: list[str]
+
+    @property
+    def are_ratings(self) -> bool:
+        return bool(len(self.dimension_ids))
+
+
+def _study_labels(study_id: int) -> _StudyLabels:
     items = list(
         Item.objects.filter(study_id=study_id).values_list(
             "id", "key", "block__scenario__key", "system__name", "condition__name"
@@ -300,37 +397,37 @@ def ratings_frame(study_id: int, *, participant_ids: Sequence[int] | None = None
     dimension_ids, dimension_keys = _labels_by_id(
         list(Dimension.objects.filter(study_id=study_id).values_list("id", "key"))
     )
-    are_ratings = bool(len(dimension_ids))
-    queries = [(_visit_query(study_id, who), 7), (_placement_query([item[0] for item in items], who), 6)]
-    if are_ratings:
-        queries.append((_rating_query(dimension_ids.tolist(), who), 3))
-    visit_rows, placement_rows, *rating_rows = _read_at_once(queries)
+    block_ids, block_keys = _labels_by_id(list(Block.objects.filter(study_id=study_id).values_list("id", "key")))
+    return _StudyLabels(np.array([item[0] for item in items], dtype=np.int64), items, dimension_ids, dimension_keys,
+                        block_ids, block_keys)
+
+
+def _ratings_of(labels: _StudyLabels, people: QuerySet, visit_rows: np.ndarray, placement_rows: np.ndarray,
+                rating_rows: np.ndarray | None) -> pd.DataFrame:
+    """The ratings frame of rows read by the queries of ``ratings_frame``; ``people`` holds (at least) their
+    participants."""
     visits = _visits(visit_rows, placement_rows)
-    placement_at, visit_at, rating_at = _answers(visits, placement_rows, rating_rows[0] if are_ratings else None)
+    placement_at, visit_at, rating_at = _answers(visits, placement_rows, rating_rows)
     if not len(placement_at):
         return _empty_ratings_frame()
 
-    people = Participant.objects.filter(study_id=study_id, is_preview=False)
-    person_ids, pseudonyms = _labels_by_id(
-        list((people if who is None else people.filter(pk__in=who)).values_list("id", "pseudonym"))
-    )
-    block_ids, block_keys = _labels_by_id(list(Block.objects.filter(study_id=study_id).values_list("id", "key")))
+    person_ids, pseudonyms = _labels_by_id(list(people.values_list("id", "pseudonym")))
     participant_at = _positions(person_ids, visits["participant"].to_numpy())
-    dimension_at = (_positions(dimension_ids, rating_rows[0][rating_at, 1]) if rating_at is not None
+    dimension_at = (_positions(labels.dimension_ids, rating_rows[rating_at, 1]) if rating_at is not None
                     else np.zeros(len(placement_at), dtype=np.int64))
     # Put the row indexes in the frame's order first: each column is then gathered once.
     order = _row_order([participant_at[visit_at], visits["block_order"].to_numpy()[visit_at],
                         placement_rows[placement_at, 3], dimension_at])
     placement_at, visit_at, dimension_at = placement_at[order], visit_at[order], dimension_at[order]
 
-    item_ids = np.array([item[0] for item in items], dtype=np.int64)
-    item_at = _positions(item_ids, placement_rows[placement_at, 2])
+    items = labels.items
+    item_at = _positions(labels.item_ids, placement_rows[placement_at, 2])
     scenario_codes, scenarios = _unique_codes([item[2] for item in items])
     model_codes, models = _unique_codes([item[3] for item in items])
     condition_codes, conditions = _unique_codes([item[4] for item in items])
     if rating_at is not None:
-        dimension = _categorical(dimension_at, dimension_keys)
-        rating = rating_rows[0][rating_at[order], 2].astype(float)
+        dimension = _categorical(dimension_at, labels.dimension_keys)
+        rating = rating_rows[rating_at[order], 2].astype(float)
     else:
         dimension = _categorical(dimension_at, [""])
         rating = np.full(len(placement_at), np.nan)
@@ -339,7 +436,8 @@ def ratings_frame(study_id: int, *, participant_ids: Sequence[int] | None = None
     return pd.DataFrame(
         {
             "participant_id": _categorical(participant_at[visit_at], pseudonyms),
-            "block_id": _categorical(_positions(block_ids, visits["block"].to_numpy())[visit_at], block_keys),
+            "block_id": _categorical(_positions(labels.block_ids, visits["block"].to_numpy())[visit_at],
+                                     labels.block_keys),
             "scenario": _categorical(scenario_codes[item_at], scenarios),
             "response_id": _categorical(item_at, [item[1] for item in items]),
             "model": _categorical(model_codes[item_at], models),
@@ -471,6 +569,117 @@ def gold_frame(study_id: int) -> pd.DataFrame:
             "gold_score": pd.Series([r[1] for r in rows], dtype=float),
         }
     )
+
+
+PAIRWISE_COLUMNS = [
+    "participant_id", "block_id", "scenario", "left_response_id", "right_response_id", "left_model", "right_model",
+    "left_condition", "right_condition", "preference", "seconds_on_block",
+]
+#: The answers of a pairwise block, in the order of their codes in ``_pairwise_visit_query`` (1, 2, ...).
+PREFERENCES = [choice.value for choice in BlockVisit.Preference]
+
+
+def _pairwise_visit_query(study_id: int, participant_ids: list[int] | None,
+                          visit_ids: list[int] | None) -> QuerySet:
+    """Answered pairwise visits as integers: id, participant, block, sequence, has a duration (0/1),
+    duration in microseconds, preference (its 1-based place in ``PREFERENCES``)."""
+    duration = ExpressionWrapper(F("submitted_at") - F("shown_at"), output_field=DurationField())
+    visits = BlockVisit.objects.filter(derived.BLOCK_VISIT, participant__study_id=study_id,
+                                       participant__is_preview=False, submitted_at__isnull=False).exclude(preference="")
+    if participant_ids is not None:
+        visits = visits.filter(participant_id__in=participant_ids)
+    if visit_ids is not None:
+        visits = visits.filter(pk__in=visit_ids)
+    return visits.order_by().values_list(
+        "id", "participant_id", "block_id", "sequence",
+        Case(When(shown_at__isnull=False, then=Value(1)), default=Value(0)),
+        Coalesce(_Microseconds(duration), Value(0)),
+        Case(*(When(preference=name, then=Value(code)) for code, name in enumerate(PREFERENCES, start=1)),
+             default=Value(0)),
+    )
+
+
+def _side_placement_query(item_ids: list[int], participant_ids: list[int] | None,
+                          visit_ids: list[int] | None) -> QuerySet:
+    """The left (position 1) and right (position 2) placements of the study's items: visit, position, item.
+
+    Filtered by item, not by a join to the visits (as ``_placement_query``): the placements of visits that are
+    not answered pairs are dropped when matched to the visits.
+    """
+    placements = ItemPlacement.objects.filter(item_id__in=item_ids, position__in=(1, 2))
+    if participant_ids is not None:
+        placements = placements.filter(visit__participant_id__in=participant_ids)
+    if visit_ids is not None:
+        placements = placements.filter(visit_id__in=visit_ids)
+    return placements.order_by().values_list("visit_id", "position", "item_id")
+
+
+def pairwise_frame(study_id: int, *, participant_ids: Sequence[int] | None = None,
+                   visit_ids: Sequence[int] | None = None) -> pd.DataFrame:
+    """One row per answered pairwise block of a non-preview participant (``PAIRWISE_COLUMNS``: pairwise.csv).
+
+    An answered block is a submitted block visit with a ``preference``. The
+    response at display position 1 is the left one, at position 2 the right
+    one. ``seconds_on_block`` is ``analysis.derived``'s (as in ratings.csv).
+    Rows per participant (enrolment order), in the order the blocks were
+    shown. Label columns are categoricals. ``participant_ids`` (database
+    ids) narrows the rows to those participants (the export reads a large
+    study a few hundred at a time), ``visit_ids`` to those visits (a page of
+    the API). Five small queries, whatever the size of the study.
+    """
+    who = None if participant_ids is None else list(participant_ids)
+    which = None if visit_ids is None else list(visit_ids)
+    if (who is not None and not who) or (which is not None and not which):
+        return _empty_pairwise_frame()
+    items = list(Item.objects.filter(study_id=study_id).values_list(
+        "id", "key", "block__scenario__key", "system__name", "condition__name").order_by("id"))
+    item_ids = np.array([item[0] for item in items], dtype=np.int64)
+    visit_rows, side_rows = _read_at_once([(_pairwise_visit_query(study_id, who, which), 7),
+                                           (_side_placement_query(item_ids.tolist(), who, which), 3)])
+    if not len(visit_rows):
+        return _empty_pairwise_frame()
+    visit_rows = visit_rows[np.lexsort((visit_rows[:, 3], visit_rows[:, 1]))]
+    visit_ids_in_order = visit_rows[:, 0]
+    side_item = np.full((len(visit_rows), 2), -1, dtype=np.int64)
+    at = _positions(visit_ids_in_order, side_rows[:, 0])
+    found = at >= 0
+    side_item[at[found], side_rows[found, 1] - 1] = side_rows[found, 2]
+    # A pairwise block has exactly two responses (the definition checks it); a visit missing one is not a pair.
+    paired = (side_item >= 0).all(axis=1)
+    visit_rows, side_item = visit_rows[paired], side_item[paired]
+
+    left_at, right_at = _positions(item_ids, side_item[:, 0]), _positions(item_ids, side_item[:, 1])
+    scenario_codes, scenarios = _unique_codes([item[2] for item in items])
+    model_codes, models = _unique_codes([item[3] for item in items])
+    condition_codes, conditions = _unique_codes([item[4] for item in items])
+    item_keys = [item[1] for item in items]
+    person_ids, pseudonyms = _labels_by_id(list(
+        Participant.objects.filter(pk__in=np.unique(visit_rows[:, 1]).tolist()).values_list("id", "pseudonym")))
+    block_ids, block_keys = _labels_by_id(list(Block.objects.filter(study_id=study_id).values_list("id", "key")))
+    return pd.DataFrame(
+        {
+            "participant_id": _categorical(_positions(person_ids, visit_rows[:, 1]), pseudonyms),
+            "block_id": _categorical(_positions(block_ids, visit_rows[:, 2]), block_keys),
+            # Both responses of a block belong to its scenario.
+            "scenario": _categorical(scenario_codes[left_at], scenarios),
+            "left_response_id": _categorical(left_at, item_keys),
+            "right_response_id": _categorical(right_at, item_keys),
+            "left_model": _categorical(model_codes[left_at], models),
+            "right_model": _categorical(model_codes[right_at], models),
+            "left_condition": _categorical(condition_codes[left_at], conditions),
+            "right_condition": _categorical(condition_codes[right_at], conditions),
+            "preference": _categorical(visit_rows[:, 6] - 1, PREFERENCES),
+            "seconds_on_block": derived.seconds_on_block(visit_rows[:, 5], visit_rows[:, 4] == 1),
+        },
+        columns=PAIRWISE_COLUMNS,
+    )
+
+
+def _empty_pairwise_frame() -> pd.DataFrame:
+    frame = pd.DataFrame({name: pd.Categorical([]) for name in PAIRWISE_COLUMNS[:-2]})
+    frame["preference"] = pd.Categorical([], categories=PREFERENCES)
+    frame["seconds_on_block"] = pd.Series([], dtype=float)
+    return frame
 
 
 RESPONSE_COLUMNS = [

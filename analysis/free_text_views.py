@@ -15,7 +15,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from surveys.access import study_for_user
-from surveys.forms import letter_label
+from surveys.questions.controls import letter_label
 from surveys.models import FreeTextAnswer, ItemPlacement
 
 from . import exports, selectors

@@ -13,6 +13,10 @@ cell. Here rows are encoded and decoded with numpy over whole columns:
   form was measured faster to collect than the binary one).
 * ``int_rows_out_together`` reads several such queries at once, each on its
   own connection from one snapshot, as text chunks the database aggregates.
+* ``int_row_batches`` streams one such query a few hundred groups (say,
+  participants) at a time through a server-side cursor, each group's rows
+  joined into one text by the database, so memory stays flat however many
+  rows there are (the ratings export).
 * ``reserve_ids`` takes ids from a table's identity sequence in one statement,
   so rows that reference each other can be written without reading ids back.
 
@@ -22,8 +26,10 @@ PostgreSQL only; callers keep their own path for SQLite.
 from __future__ import annotations
 
 import io
+import queue
 import re
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -195,6 +201,98 @@ def _read_in_snapshot(snapshot: str, sql: str, params: Sequence, width: int) -> 
         return np.zeros((0, width), dtype=np.int64)
     buffer.seek(0)
     return pd.read_csv(buffer, sep=",", header=None, dtype=np.int64, engine="c").to_numpy()
+
+
+def int_row_batches(sql: str, params: Sequence, width: int, *, groups_per_batch: int) -> Iterator[np.ndarray]:
+    """The rows of an all-integer query (no NULLs) as int64 arrays of ``width`` columns, a batch of groups at a time.
+
+    A group is the rows sharing the first column; batches come in ascending
+    order of it, each with every row of up to ``groups_per_batch`` groups (rows
+    within a batch in no particular order). The database joins each group's
+    rows into one text and a server-side cursor hands over ``groups_per_batch``
+    texts per fetch: Python touches one object per group instead of one per
+    row, and holds a batch or two at a time however large the result.
+
+    Outside a transaction a helper connection (a thread of its own) reads the
+    next batches while the caller works on this one, so the database and
+    Python work at the same time instead of taking turns. The query is one
+    statement, so it sees one state of the database; the caller's other
+    queries may see a later one. Inside a transaction the helper could not see
+    its uncommitted writes: there the caller's connection reads each batch
+    when it is asked for.
+    """
+    if groups_per_batch < 1:
+        raise ValueError("groups_per_batch must be at least 1")
+    if connection.in_atomic_block:
+        yield from _batches_read(connection, sql, params, width, groups_per_batch)
+        return
+    ahead: queue.Queue = queue.Queue(maxsize=_BATCHES_AHEAD)
+    stop = threading.Event()
+
+    def read_ahead() -> None:
+        helper = connections[connection.alias]  # Django gives each thread its own connection
+        try:
+            for batch in _batches_read(helper, sql, params, width, groups_per_batch):
+                if not _put(ahead, batch, stop):
+                    return
+            _put(ahead, _END, stop)
+        except BaseException as exc:  # handed to the caller, who raises it
+            _put(ahead, exc, stop)
+        finally:
+            helper.close()
+
+    reader = threading.Thread(target=read_ahead, name="int_row_batches", daemon=True)
+    reader.start()
+    try:
+        while (batch := ahead.get()) is not _END:
+            if isinstance(batch, BaseException):
+                raise batch
+            yield batch
+    finally:
+        # Also when the caller stops early (a download cancelled): the reader ends at its next batch.
+        stop.set()
+        reader.join()
+
+
+# Batches read ahead of the caller: enough to keep the database busy, few enough to bound memory.
+_BATCHES_AHEAD = 1
+_END = object()
+
+
+def _put(ahead: queue.Queue, item: object, stop: threading.Event) -> bool:
+    """Put ``item`` once there is room, unless the caller has stopped (then False)."""
+    while not stop.is_set():
+        try:
+            ahead.put(item, timeout=0.1)
+            return True
+        except queue.Full:
+            continue
+    return False
+
+
+def _batches_read(database, sql: str, params: Sequence, width: int, groups_per_batch: int) -> Iterator[np.ndarray]:
+    """``int_row_batches`` read on one connection, through a server-side cursor.
+
+    The cursor lives in a transaction (a savepoint inside one): outside one,
+    Django would declare it WITH HOLD, which computes the whole result before
+    the first fetch and keeps it on the server.
+    """
+    columns = ", ".join(f"c{i}" for i in range(width))
+    grouped = (
+        f"SELECT string_agg(concat_ws(',', {columns}), E'\\n') FROM ({sql}) AS query({columns}) "
+        f"GROUP BY c0 ORDER BY c0"
+    )
+    with transaction.atomic(using=database.alias):
+        with database.cursor() as cursor:
+            # JIT compiling a plan over a million rows costs more than it saves (as in the helpers).
+            cursor.execute("SET LOCAL jit = off")
+            cursor.execute("SET LOCAL work_mem = '256MB'")
+        with database.chunked_cursor() as cursor:
+            cursor.execute(grouped, list(params))
+            while texts := cursor.fetchmany(groups_per_batch):
+                # One bytes object for the C reader (a StringIO would hold four bytes per character).
+                buffer = io.BytesIO("\n".join(text for (text,) in texts).encode())
+                yield pd.read_csv(buffer, sep=",", header=None, dtype=np.int64, engine="c").to_numpy()
 
 
 def reserve_ids(model: type[Model], count: int) -> np.ndarray:

@@ -66,12 +66,24 @@ class Inputs:
     loose: Mapping[str, pd.DataFrame]
 
 
-def statistics_inputs(ratings: pd.DataFrame, participants: pd.DataFrame, gold: pd.DataFrame) -> Inputs:
-    """Split the run's frames once for every analysis (``participants`` carries ``excluded_by``)."""
+def statistics_inputs(ratings: pd.DataFrame, participants: pd.DataFrame, gold: pd.DataFrame,
+                      pairwise: pd.DataFrame | None = None) -> Inputs:
+    """Split the run's frames once for every analysis (``participants`` carries ``excluded_by``).
+
+    ``pairwise`` (``frames.pairwise_frame``; None: a study without pairwise blocks) is narrowed to the
+    same participants as the ratings.
+    """
+    pairwise = pd.DataFrame() if pairwise is None else pairwise
     kept_ratings, kept_participants = retained(ratings, participants)
     loose_ratings, loose_participants = retained(ratings, participants, keep_rules=(SENSITIVITY_RULE,))
-    return Inputs(kept={"ratings": kept_ratings, "participants": kept_participants, "gold": gold},
-                  loose={"ratings": loose_ratings, "participants": loose_participants, "gold": gold})
+    kept_pairwise, loose_pairwise = (
+        pairwise if pairwise.empty else pairwise[pairwise["participant_id"].isin(people["participant_id"])]
+        for people in (kept_participants, loose_participants)
+    )
+    return Inputs(kept={"ratings": kept_ratings, "participants": kept_participants, "gold": gold,
+                        "pairwise": kept_pairwise},
+                  loose={"ratings": loose_ratings, "participants": loose_participants, "gold": gold,
+                         "pairwise": loose_pairwise})
 
 
 def compute_table(analysis: Analysis, inputs: Inputs, options: Mapping[str, dict[str, Any]]) -> pd.DataFrame:
@@ -94,6 +106,7 @@ def compute_statistics(
     analyses: Iterable[Analysis] | None = None,
     options: Mapping[str, dict[str, Any]] | None = None,
     design: Design | None = None,
+    pairwise: pd.DataFrame | None = None,
 ) -> Statistics:
     """Every statistics table of one run (pure: frames in, tables out).
 
@@ -101,7 +114,8 @@ def compute_statistics(
     (the study's, ``analysis.design``) chooses the analyses that apply to the
     study and fills their design keywords (baseline, treatment, subgroups...);
     ``analyses`` overrides the choice (default without a design: every
-    registered one), ``options`` the values the registry reads from the settings.
+    registered one), ``options`` the values the registry reads from the settings. ``pairwise`` is the
+    study's pairwise frame (``frames.pairwise_frame``), for the analyses of pairwise blocks.
     """
     if analyses is None:
         analyses = registry.statistics_analyses(design=None if design is None else design.features)
@@ -109,7 +123,7 @@ def compute_statistics(
     options = options_from_settings(registry.ANALYSES.values()) if options is None else options
     if design is not None:
         options = with_design_options(options, design)
-    inputs = statistics_inputs(ratings, participants, gold)
+    inputs = statistics_inputs(ratings, participants, gold, pairwise)
     result = Statistics()
     for analysis in chosen:
         began = time.perf_counter()

@@ -10,7 +10,8 @@ study designs it applies to, and the line describing the file in the codebook.
 The pipeline, the results page, the exports, the zip, the codebook and the API
 read only this module. Adding an analysis is one function in ``analysis.stats``,
 one ``Analysis`` below, and its tests (docs/statistics.md, "How to add an
-analysis").
+analysis"). The ``pairwise`` input is the judgements of pairwise blocks
+(``analysis.frames.pairwise_frame``), empty for other studies.
 """
 
 from __future__ import annotations
@@ -25,10 +26,11 @@ from django.conf import settings
 from analysis import stats
 
 #: The frames an analysis may take, in the order they are passed.
-INPUTS = ("ratings", "participants", "gold")
+INPUTS = ("ratings", "participants", "gold", "pairwise")
 
 #: Features of a study's design an analysis can need (see ``Analysis.needs``).
-FEATURES = frozenset({"ratings", "ranking", "best_worst", "comparison", "references", "subgroups", "regions", "gold"})
+FEATURES = frozenset({"ratings", "ranking", "best_worst", "pairwise", "comparison", "references", "subgroups", "regions",
+                      "gold"})
 
 #: Results-page sections, in page order: key -> heading.
 SECTIONS: dict[str, str] = {
@@ -146,6 +148,21 @@ REGISTERED: tuple[Analysis, ...] = (
              "per source, the share of the choice sets showing it in which it was picked most and least, "
              "with Wilson CIs and a test of equal shares", stats.best_worst_shares, figures=("best_worst_shares",),
              needs=frozenset({"best_worst"})),
+    Analysis("pairwise_win_rates", "Pairwise win rates (95% Wilson CI) and exact tests per pair of conditions",
+             "rankings", "per source and per condition: wins, losses, ties and both-bad verdicts in the pairwise "
+             "judgements, the win rate among decisive ones with its Wilson CI, and per pair of conditions an exact "
+             "binomial test of wins against losses", stats.pairwise_win_rates, inputs=("pairwise",),
+             design_options=("baseline",), needs=frozenset({"pairwise"}), paper=True),
+    Analysis("pairwise_bradley_terry", "Bradley-Terry strengths from the pairwise judgements", "rankings",
+             "Bradley-Terry log strengths per condition and per source from the decisive pairwise judgements, "
+             "anchored to the baseline condition, with participant-bootstrap CIs and the implied probability of "
+             "beating the baseline", stats.pairwise_bradley_terry, inputs=("pairwise",),
+             figures=("pairwise_strength",), options={"n_boot": "ANALYSIS_BOOTSTRAP_SAMPLES"},
+             design_options=("baseline",), needs=frozenset({"pairwise"}), paper=True),
+    Analysis("pairwise_position_bias", "Left/right position bias of the pairwise judgements", "rankings",
+             "the share of decisive pairwise judgements that chose the left response, with its Wilson CI and an "
+             "exact binomial test against one half; the shares of ties and both-bad verdicts",
+             stats.pairwise_position_bias, inputs=("pairwise",), needs=frozenset({"pairwise"})),
     Analysis("agreement", "Krippendorff's alpha", "raters", "Krippendorff's alpha per scenario and dimension",
              stats.krippendorff_alpha),
     Analysis("rater_loo", "Rater vs leave-one-out mean", "raters",

@@ -426,6 +426,7 @@ def _analysis_steps(run: AnalysisRun, attempt: int, steps: RunSteps) -> None:
         ratings = frames.ratings_frame(run.study_id)
         participants = frames.participants_frame(run.study_id, design)
         gold = frames.gold_frame(run.study_id)
+        pairwise = _pairwise_frame(run.study_id, design)
     with steps.step("quality"):
         result = quality.apply_quality_rules(ratings, participants, gold, run.thresholds, design.subgroups)
     plan = fanout.statistics_plan(registry.statistics_analyses(design=design.features),
@@ -433,7 +434,7 @@ def _analysis_steps(run: AnalysisRun, attempt: int, steps: RunSteps) -> None:
     with steps.step("persist"):
         analysis_run_quality_persist(run_id=run.pk, study_id=run.study_id, attempt=attempt, result=result,
                                      pending=plan.table_names)
-    shared = fanout.RunFrames(ratings, _with_quality(participants, result), gold)
+    shared = fanout.RunFrames(ratings, _with_quality(participants, result), gold, pairwise)
     with steps.step("statistics"):
         computed = _statistics(shared, plan.paper, design)
     if plan.parts:
@@ -457,7 +458,12 @@ def _statistics(
     """
     with threadpool_limits(limits=1, user_api="blas"):
         return pipeline.compute_statistics(shared.ratings, shared.participants, shared.gold, analyses=analyses,
-                                           design=design)
+                                           design=design, pairwise=shared.pairwise)
+
+
+def _pairwise_frame(study_id: int, design: Design) -> pd.DataFrame:
+    """The study's pairwise judgements; an empty frame (and no queries) for a study without pairwise blocks."""
+    return frames.pairwise_frame(study_id) if design.has_pairwise else pd.DataFrame()
 
 
 def _table_seconds_of_last_run(run: AnalysisRun) -> dict[str, float]:
@@ -511,7 +517,8 @@ def _frames_rebuilt(run: AnalysisRun, design: Design) -> fanout.RunFrames:
         ParticipantResult.objects.filter(run_id=run.pk).values_list("participant__pseudonym", "excluded_by")
     )
     enriched = enriched[enriched["participant_id"].isin(persisted)]
-    return fanout.RunFrames(ratings, enriched.assign(excluded_by=enriched["participant_id"].map(persisted)), gold)
+    return fanout.RunFrames(ratings, enriched.assign(excluded_by=enriched["participant_id"].map(persisted)), gold,
+                            _pairwise_frame(run.study_id, design))
 
 
 def analysis_run_part(*, run_id: int, attempt: int, names: Sequence[str]) -> str:

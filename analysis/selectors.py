@@ -10,7 +10,7 @@ from django.db.models import F, Max, Min, QuerySet
 
 from analysis.design import study_design
 from analysis.models import AnalysisRun, MetricsRun, MetricsTable, ParticipantResult, ResultTable
-from surveys.models import FreeTextAnswer, ItemPlacement, Study
+from surveys.models import BlockVisit, FreeTextAnswer, ItemPlacement, Study
 
 
 def analysis_run_latest(*, study: Study) -> AnalysisRun | None:
@@ -80,6 +80,18 @@ def free_text_rows(*, run: AnalysisRun) -> QuerySet[FreeTextAnswer]:
         .order_by("participant_id", F("visit__sequence").asc(nulls_last=True), "question__order", "question_id")
         .values_list("participant__pseudonym", "question__key", "visit__block__key", "visit__block__scenario__key",
                      "text")
+    )
+
+
+def pairwise_visit_ids(*, run: AnalysisRun) -> QuerySet[BlockVisit]:
+    """The ids of the answered pairwise blocks of the run's retained participants, in pairwise.csv's order
+    (participant in enrolment order, blocks as shown): the rows of ``frames.pairwise_frame`` page by page."""
+    return (
+        BlockVisit.objects.filter(participant_id__in=retained_participant_ids(run=run), block__isnull=False,
+                                  submitted_at__isnull=False)
+        .exclude(preference="")
+        .order_by("participant_id", "sequence")
+        .values_list("id", flat=True)
     )
 
 

@@ -139,6 +139,23 @@ class FreeTextRecordSerializer(serializers.Serializer):
     text = serializers.CharField()
 
 
+class PairwiseRecordSerializer(serializers.Serializer):
+    """One row of pairwise.csv (the left response was shown at position 1, the right one at position 2)."""
+
+    participant_id = serializers.CharField()
+    block_id = serializers.CharField()
+    scenario = serializers.CharField()
+    left_response_id = serializers.CharField()
+    right_response_id = serializers.CharField()
+    left_model = serializers.CharField()
+    right_model = serializers.CharField()
+    left_condition = serializers.CharField()
+    right_condition = serializers.CharField()
+    preference = serializers.ChoiceField(choices=["left", "right", "tie", "both_bad"])
+    seconds_on_block = serializers.FloatField(allow_null=True, help_text="null when the block's showing time is "
+                                                                         "unknown")
+
+
 class ChoiceRecordSerializer(serializers.Serializer):
     """One row of choices.csv."""
 

@@ -7,6 +7,7 @@ user may not see) and stays thin: reads come from selectors, writes from service
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 
 from django.contrib.auth.decorators import login_required
@@ -186,9 +187,16 @@ def import_data(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 def _csv_response(request: HttpRequest, lines, filename: str) -> StreamingHttpResponse:
-    """A streamed CSV download; ``?excel=1`` gives the variant with a UTF-8 byte order mark for Excel."""
+    """A streamed CSV download of rows of cells; ``?excel=1`` gives the variant with a UTF-8 byte order mark
+    for Excel."""
+    return _csv_batches_response(request, exports.row_batches(lines), filename)
+
+
+def _csv_batches_response(request: HttpRequest, batches, filename: str) -> StreamingHttpResponse:
+    """``_csv_response`` of rows given in batches (``exports.export_csv``)."""
     excel = request.GET.get("excel") == "1"
-    response = StreamingHttpResponse(exports.csv_bytes(lines, excel=excel), content_type="text/csv; charset=utf-8")
+    response = StreamingHttpResponse(exports.csv_batch_bytes(batches, excel=excel),
+                                     content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
     return response
 
@@ -210,16 +218,10 @@ def export_download(request: HttpRequest, slug: str, name: str) -> HttpResponse:
         return redirect("researcher:exports", slug=study.slug)
     try:
         run = exports.export_run(study=study)
-        lines = exports.export_lines(run=run, what=name)
-        header = next(lines)
+        header, batches = exports.export_csv(run=run, what=name)
     except exports.ExportUnavailable as exc:
         return render(request, "researcher/export_unavailable.html", {"study": study, "reason": str(exc)}, status=404)
-    return _csv_response(request, _prepend(header, lines), exports.EXPORTS[name].filename)
-
-
-def _prepend(first, rest):
-    yield first
-    yield from rest
+    return _csv_batches_response(request, itertools.chain([[header]], batches), exports.EXPORTS[name].filename)
 
 
 @login_required

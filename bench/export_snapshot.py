@@ -34,6 +34,7 @@ Made deterministic rather than stripped:
   pseudonyms and the per-study response orders repeat;
 - the bots' simulated clock starts from a fixed instant (``simulate_participants``
   spreads start times back from ``django.utils.timezone.now``, fixed while it runs);
+- each run's finish time (the zip's README names it) is set to that instant too;
 - the bots, the participants' block orders and the statistics' subsamples and
   bootstraps use fixed seeds; model subsamples and bootstrap counts are set
   here (small, for speed: the same on both sides of a comparison);
@@ -152,8 +153,12 @@ def _fill_with_planted_data(folder: Path) -> None:
 def _analyse(slug: str) -> None:
     from django.core.management import call_command
 
+    from analysis.models import AnalysisRun
+
     out = StringIO()
     call_command("run_analysis", study=slug, stdout=out)
+    # The zip's README names the time the run finished: the wall clock, unless pinned here.
+    AnalysisRun.objects.filter(study__slug=slug).update(finished_at=FIXED_NOW)
     print(f"{slug}: {out.getvalue().strip().splitlines()[0]}", flush=True)
 
 

@@ -226,8 +226,7 @@ def run_with_services(
             fields, seconds = _answer(spec, persona, quality, rng)
             sim.advance(seconds)
             run.simulated_seconds += seconds
-            form = PageForm(fields, page=page, ranking=study.ranking_enabled, best_worst=study.best_worst_enabled,
-                            construct=study.construct, letter_labels=study.letter_labels)
+            form = PageForm(fields, page=page)
             if not form.is_valid():
                 raise ValueError(f"{persona.name} bot gave invalid answers: {form.errors.as_json()}")
             outcome = services.block_answer_submit(

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from html.parser import HTMLParser
 
 from surveys.models import Study
+from surveys.questions import QUESTION_TYPES
 from surveys.selectors import VisitPage
 
 
@@ -20,6 +21,7 @@ class PageSpec:
     dimensions: dict[str, list[int]] = field(default_factory=dict)
     ranking: bool = False
     best_worst: bool = False
+    pairwise: bool = False
     texts: dict[str, int] = field(default_factory=dict)  # field name -> max length
     statement: str = ""
     check_points: list[int] = field(default_factory=list)
@@ -42,6 +44,7 @@ class _PageParser(HTMLParser):
         self.numbers: dict[str, tuple[float, float, bool]] = {}
         self.legends: list[str] = []
         self.code = ""
+        self.placements: list[int] = []  # the response cards (data-placement), in page order
         self._select: str | None = None
         self._in_legend = False
         self._in_code = False
@@ -68,6 +71,8 @@ class _PageParser(HTMLParser):
         elif tag == "legend":
             self._in_legend = True
             self.legends.append("")
+        elif tag == "section" and a.get("data-placement"):
+            self.placements.append(int(a["data-placement"]))
         elif "data-completion-code" in a:
             self._in_code = True
 
@@ -94,27 +99,15 @@ def page_spec_from_html(html: str) -> PageSpec:
         spec.kind, spec.completion_code = "done", parser.code
     if parser.hidden.get("visit"):
         spec.visit_id = int(parser.hidden["visit"])
-    for name, values in parser.radios.items():
-        match = re.match(r"^rate-(\d+)-(.+)$", name)
-        if match:
-            pid = int(match.group(1))
-            if pid not in spec.placements:
-                spec.placements.append(pid)
-            spec.dimensions[match.group(2)] = [int(v) for v in values]
-        elif name == "attention":
-            spec.check_points = [int(v) for v in values]
-            spec.statement = parser.legends[0].strip() if parser.legends else ""
-        elif name == "most":
-            spec.best_worst = True
-            spec.placements = spec.placements or [int(v) for v in values]
-    for name, values in parser.selects.items():
-        match = re.match(r"^rank-(\d+)$", name)
-        if match:
-            spec.ranking = True
-            if int(match.group(1)) not in spec.placements:
-                spec.placements.append(int(match.group(1)))
-        else:
-            spec.selects[name] = values
+    spec.placements = list(parser.placements)
+    # Each question type takes what it recognises; the selects left are demographic questions.
+    selects = dict(parser.selects)
+    for kind in QUESTION_TYPES:
+        kind.read_spec(spec, radios=parser.radios, selects=selects)
+    if "attention" in parser.radios:
+        spec.check_points = [int(v) for v in parser.radios["attention"]]
+        spec.statement = parser.legends[0].strip() if parser.legends else ""
+    spec.selects = selects
     spec.texts = dict(parser.textareas)
     spec.numbers = dict(parser.numbers)
     return spec
@@ -136,5 +129,6 @@ def page_spec_from_db(*, page: VisitPage, study: Study) -> PageSpec:
         dimensions={d.key: d.points for d in page.dimensions},
         ranking=study.ranking_enabled,
         best_worst=study.best_worst_enabled,
+        pairwise=study.pairwise_enabled,
         texts={f"text-{q.key}": q.max_length for q in page.free_text_questions},
     )

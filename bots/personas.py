@@ -8,6 +8,7 @@ import re
 from collections.abc import Callable
 
 from surveys.definition import OUTSIDE_US, PREFER_NOT
+from surveys.questions import QUESTION_TYPES
 
 from .pages import PageSpec
 
@@ -52,23 +53,12 @@ class Persona:
         return _clip(rng.gauss(centre, self.rating_noise), points)
 
     def answer_block(self, spec: PageSpec, quality: Quality, rng: random.Random) -> dict[str, str]:
+        """Every question type of the page answers in this persona's way (``surveys.questions``)."""
         fields: dict[str, str] = {}
         score: dict[int, float] = {}
-        for pid in spec.placements:
-            values = []
-            for key, points in spec.dimensions.items():
-                value = self.rating(quality(pid), points, rng)
-                fields[f"rate-{pid}-{key}"] = str(value)
-                values.append(value)
-            q = quality(pid)
-            score[pid] = (sum(values) / len(values) if values else (q or 3)) + rng.uniform(0, 0.01)
-        if spec.ranking:
-            fields.update(self.ranks(spec.placements, score, rng))
-        if spec.best_worst:
-            best, worst = self.best_worst(spec.placements, score, rng)
-            fields["most"], fields["least"] = str(best), str(worst)
-        for name, max_length in spec.texts.items():
-            fields[name] = rng.choice(REASONS)[:max_length]
+        for kind in QUESTION_TYPES:
+            if kind.spec_asks(spec):
+                fields.update(kind.bot_fields(self, spec, quality, score, rng))
         return fields
 
     def ranks(self, placements: list[int], score: dict[int, float], rng: random.Random) -> dict[str, str]:
@@ -78,6 +68,19 @@ class Persona:
     def best_worst(self, placements: list[int], score: dict[int, float], rng: random.Random) -> tuple[int, int]:
         ordered = sorted(placements, key=lambda pid: -score[pid])
         return ordered[0], ordered[-1]
+
+    def preference(self, left: float, right: float, rng: random.Random) -> str:
+        """Which of two responses is better, from their scores: a near-equal pair is a tie, and a weak
+        pair is often "both bad"."""
+        difference = left - right + rng.gauss(0, 0.4)
+        if abs(difference) < 0.15:
+            return "tie"
+        if max(left, right) < 2.7 and rng.random() < 0.5:
+            return "both_bad"
+        return "left" if difference > 0 else "right"
+
+    def reason(self, rng: random.Random) -> str:
+        return rng.choice(REASONS)
 
     def answer_check(self, spec: PageSpec, rng: random.Random) -> dict[str, str]:
         expected = expected_check_value(spec.statement, spec.check_points)
@@ -137,6 +140,9 @@ class StraightLiner(Persona):
     def ranks(self, placements, score, rng) -> dict[str, str]:
         return {f"rank-{pid}": str(i) for i, pid in enumerate(placements, start=1)}
 
+    def preference(self, left, right, rng) -> str:
+        return "left"  # the first response shown, whatever it says
+
 
 class AttentionFailer(Persona):
     name = "attention_failer"
@@ -171,6 +177,9 @@ class RandomClicker(Persona):
     def best_worst(self, placements, score, rng) -> tuple[int, int]:
         best, worst = rng.sample(placements, 2)
         return best, worst
+
+    def preference(self, left, right, rng) -> str:
+        return rng.choice(["left", "right", "tie", "both_bad"])
 
     def answer_check(self, spec: PageSpec, rng: random.Random) -> dict[str, str]:
         return {"attention": str(rng.choice(spec.check_points))}

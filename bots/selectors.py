@@ -22,8 +22,9 @@ def participant_pages(*, participant: Participant) -> list[VisitPage]:
     ):
         placements.setdefault(placement.visit_id, []).append(placement)
     return [
-        VisitPage(visit=v, placements=[], dimensions=dimensions[:1])
+        VisitPage(visit=v, placements=[], dimensions=dimensions[:1], study=study)
         if v.attention_check_id
-        else VisitPage(visit=v, placements=placements.get(v.pk, []), dimensions=dimensions, free_text_questions=questions)
+        else VisitPage(visit=v, placements=placements.get(v.pk, []), dimensions=dimensions, study=study,
+                       free_text_questions=questions)
         for v in visits
     ]

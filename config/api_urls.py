@@ -21,6 +21,7 @@ urlpatterns = [
     path("studies/<slug:slug>/exports/", analysis_api.ExportList.as_view(), name="api-exports"),
     path("studies/<slug:slug>/exports/free-text/", analysis_api.FreeTextRecords.as_view(), name="api-free-text"),
     path("studies/<slug:slug>/exports/choices/", analysis_api.ChoiceRecords.as_view(), name="api-choices"),
+    path("studies/<slug:slug>/exports/pairwise/", analysis_api.PairwiseRecords.as_view(), name="api-pairwise"),
     path("studies/<slug:slug>/exports/<str:name>.csv", analysis_api.ExportDownload.as_view(), name="api-export"),
     path("studies/<slug:slug>/restricted/identifiers.csv", analysis_api.IdentifiersDownload.as_view(),
          name="api-identifiers"),

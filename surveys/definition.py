@@ -313,6 +313,11 @@ with warnings.catch_warnings():
         )
         ranking: bool = False
         best_worst: bool = False
+        pairwise: bool = Field(
+            default=False, description="pairwise preference: each block shows two responses side by side and asks "
+            "which is better: the left, the right, a tie, or both bad (as Chatbot Arena and ACUTE-Eval run it); "
+            "every block then has exactly two responses. A per-block free_text question serves as the reason",
+        )
         letter_labels: bool = Field(
             default=False, description="show responses as A, B, C ... by display position: the letters are drawn "
             "at random per participant and block with the order, so they never reveal a source",
@@ -427,7 +432,6 @@ def _check_blocks(d: StudyDefinition) -> list[str]:
     systems, conditions = set(d.systems), set(d.conditions)
     response_ids = [r.id for b in d.blocks for r in b.responses]
     duplicate_ids = _duplicates(response_ids)
-    sizes = {len(b.responses) for b in d.blocks}
     for i, block in enumerate(d.blocks):
         where = f"blocks[{i}]"
         if block.scenario not in scenario_ids:
@@ -443,15 +447,13 @@ def _check_blocks(d: StudyDefinition) -> list[str]:
                 problems.append(f'{at}: unknown condition "{response.condition}"')
             if response.id in duplicate_ids:
                 problems.append(f'{at}.id: "{response.id}" is used by another response')
-    if d.ranking and len(sizes) > 1:
-        problems.append("blocks: ranking needs every block to show the same number of responses")
     return problems
 
 
 def _check_answer_modes(d: StudyDefinition) -> list[str]:
-    problems = []
-    if not d.dimensions and not d.ranking and not d.best_worst:
-        problems.append("dimensions: a study needs at least one rating dimension, ranking or best_worst")
+    from .questions import definition_problems  # the question types need the app registry, loaded by then
+
+    problems = definition_problems(d)
     if d.attention_checks and not d.dimensions:
         problems.append("attention_checks: instructed checks need a rating dimension to answer on")
     if d.dimensions:

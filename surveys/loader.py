@@ -43,7 +43,7 @@ class LoadResult:
 
 
 PARTICIPANT_FACING = {
-    "consent", "instructions", "question_text", "ranking", "best_worst", "dimensions", "systems",
+    "consent", "instructions", "question_text", "ranking", "best_worst", "pairwise", "dimensions", "systems",
     "conditions", "reference_conditions", "scenarios", "blocks", "attention_checks", "free_text", "demographics",
     "construct", "letter_labels", "language",
 }
@@ -91,6 +91,7 @@ def _study_fields(d: StudyDefinition) -> dict[str, Any]:
         "construct": d.construct,
         "ranking_enabled": d.ranking,
         "best_worst_enabled": d.best_worst,
+        "pairwise_enabled": d.pairwise,
         "letter_labels": d.letter_labels,
         "language": d.language,
         **_recruitment_fields(d.recruitment),

@@ -38,6 +38,8 @@ class Study(models.Model):
                                  help_text='what participants judge, as an adjective ("helpful", "clear")')
     ranking_enabled = models.BooleanField(default=False)
     best_worst_enabled = models.BooleanField(default=False)
+    pairwise_enabled = models.BooleanField(default=False, db_default=False,
+                                           help_text="two responses per block; which is better")
     letter_labels = models.BooleanField(default=False, help_text="responses shown as A, B, C ... by display position")
     language = models.CharField(max_length=limits.LANGUAGE, default="en",
                                 help_text='the language of the participant pages, a code of settings.LANGUAGES ("zh-hans")')
@@ -404,6 +406,12 @@ class TurnAway(models.Model):
 class BlockVisit(models.Model):
     """One page of a participant's sequence: a block or an attention check."""
 
+    class Preference(models.TextChoices):
+        LEFT = "left"
+        RIGHT = "right"
+        TIE = "tie"
+        BOTH_BAD = "both_bad"
+
     # The unique constraints below lead with this column, so their index serves
     # lookups and cascades; a separate one would only slow every insert.
     participant = models.ForeignKey(Participant, on_delete=models.CASCADE, related_name="visits", db_index=False)
@@ -416,6 +424,8 @@ class BlockVisit(models.Model):
     submitted_at = models.DateTimeField(null=True, blank=True)
     attention_value = models.SmallIntegerField(null=True, blank=True)
     attention_passed = models.BooleanField(null=True, blank=True)
+    # A pairwise block's answer; the placement at position 1 is the left response, at 2 the right one.
+    preference = models.CharField(max_length=8, choices=Preference.choices, default="", db_default="", blank=True)
 
     class Meta:
         ordering = ["participant", "sequence"]
@@ -433,6 +443,13 @@ class BlockVisit(models.Model):
             models.CheckConstraint(
                 condition=Q(submitted_at__isnull=True) | Q(shown_at__isnull=False),
                 name="visit_submitted_after_shown",
+            ),
+            models.CheckConstraint(condition=Q(preference__in=["", "left", "right", "tie", "both_bad"]),
+                                   name="visit_preference_known"),
+            # Only a block is answered with a preference, and only once it is submitted.
+            models.CheckConstraint(
+                condition=Q(preference="") | (Q(block__isnull=False) & Q(submitted_at__isnull=False)),
+                name="visit_preference_on_submitted_block",
             ),
         ]
 

@@ -71,6 +71,7 @@ class VisitPage:
     visit: BlockVisit
     placements: list[ItemPlacement]
     dimensions: list[Dimension]
+    study: Study  # what the study asks (its question types) and in which words
     free_text_questions: list[FreeTextQuestion] = field(default_factory=list)
 
     @property
@@ -139,10 +140,11 @@ def visit_page_get(*, visit_id: int, study: Study) -> VisitPage:
     visit = BlockVisit.objects.select_related("block__scenario", "attention_check").get(pk=visit_id)
     dimensions = list(Dimension.objects.filter(study=study))
     if visit.attention_check_id is not None:
-        return VisitPage(visit=visit, placements=[], dimensions=dimensions[:1])
+        return VisitPage(visit=visit, placements=[], dimensions=dimensions[:1], study=study)
     placements = list(ItemPlacement.objects.filter(visit=visit).select_related("item").order_by("position"))
     questions = list(FreeTextQuestion.objects.filter(study=study, per_block=True))
-    return VisitPage(visit=visit, placements=placements, dimensions=dimensions, free_text_questions=questions)
+    return VisitPage(visit=visit, placements=placements, dimensions=dimensions, free_text_questions=questions,
+                     study=study)
 
 
 def demographic_questions(*, study: Study) -> list[DemographicQuestion]:

@@ -38,6 +38,8 @@ from .models import (
 # StudyClosed and StudyFull are raised by participant_enroll; they live with the places they guard.
 from .places import StudyClosed, StudyFull, hold_limit, place_confirm, study_is_full  # noqa: F401
 from .pseudonyms import pseudonym_for
+from .questions import QUESTION_TYPES
+from .selectors import VisitPage
 
 
 class AnswersRejected(ValueError):
@@ -59,6 +61,7 @@ class PageAnswers:
     best: int | None = None
     worst: int | None = None
     free_text: dict[int, str] = field(default_factory=dict)
+    preference: str = ""  # a pairwise block: left, right, tie or both_bad
     attention_value: int | None = None
 
 
@@ -240,11 +243,13 @@ def block_answer_submit(*, participant_id: int, visit_id: int, answers: PageAnsw
         submitted = BlockVisit.objects.filter(pk=visit_id, participant=participant, submitted_at__isnull=False)
         return SubmitOutcome.ALREADY_SAVED if submitted.exists() else SubmitOutcome.NOT_CURRENT
     now = clock.now()
+    # Marked submitted first (one transaction: a rejected answer undoes it), as the database allows a
+    # pairwise preference only on a submitted block.
+    BlockVisit.objects.filter(pk=visit.pk).update(submitted_at=now, shown_at=visit.shown_at or now)
     if visit.attention_check_id is not None:
         _save_attention(visit, answers)
     else:
         _save_block(participant, visit, answers)
-    BlockVisit.objects.filter(pk=visit.pk).update(submitted_at=now, shown_at=visit.shown_at or now)
     drafts.draft_discard(participant_id=participant.pk, visit_id=visit.pk)
     Participant.objects.filter(pk=participant.pk).update(last_seen_at=now)
     return SubmitOutcome.SAVED
@@ -260,50 +265,26 @@ def _save_attention(visit: BlockVisit, answers: PageAnswers) -> None:
 
 
 def _save_block(participant: Participant, visit: BlockVisit, answers: PageAnswers) -> None:
-    placements = {p.pk: p for p in ItemPlacement.objects.filter(visit=visit)}
-    dimensions = {d.pk: d for d in Dimension.objects.filter(study_id=participant.study_id)}
-    _check_fits(participant, visit, placements, dimensions, answers)
-    Rating.objects.bulk_create(
-        Rating(placement_id=pid, dimension_id=did, value=value) for (pid, did), value in answers.ratings.items()
+    """Every question type checks its answers against the page (the last line of defence behind the forms:
+    they must fit this page exactly), then saves them; a type the page does not ask must have no answers."""
+    placements = list(ItemPlacement.objects.filter(visit=visit).order_by("position"))
+    page = VisitPage(
+        visit=visit, placements=placements, study=participant.study,
+        dimensions=list(Dimension.objects.filter(study_id=participant.study_id)),
+        # Read only when answered: a page without written answers (most of them) saves a query.
+        free_text_questions=list(FreeTextQuestion.objects.filter(study_id=participant.study_id, per_block=True))
+        if answers.free_text else [],
     )
-    changed = []
-    for pid, placement in placements.items():
-        placement.rank = answers.ranks.get(pid)
-        placement.choice = "best" if pid == answers.best else "worst" if pid == answers.worst else ""
-        changed.append(placement)
-    if answers.ranks or answers.best is not None:
-        ItemPlacement.objects.bulk_update(changed, ["rank", "choice"])
-    if answers.free_text:
-        FreeTextAnswer.objects.bulk_create(
-            FreeTextAnswer(participant=participant, question_id=qid, visit=visit, text=text)
-            for qid, text in answers.free_text.items()
-            if text
-        )
-
-
-def _check_fits(participant, visit, placements, dimensions, answers: PageAnswers) -> None:
-    """The last line of defence behind the forms: answers must fit this page exactly."""
-    study = participant.study
-    expected_keys = {(pid, did) for pid in placements for did in dimensions}
-    if set(answers.ratings) != expected_keys:
-        raise AnswersRejected("the ratings do not match the responses on this page")
-    for (_, did), value in answers.ratings.items():
-        if not dimensions[did].scale_min <= value <= dimensions[did].scale_max:
-            raise AnswersRejected(f"rating {value} is outside the scale")
-    if study.ranking_enabled and (
-        set(answers.ranks) != set(placements) or sorted(answers.ranks.values()) != list(range(1, len(placements) + 1))
-    ):
-        raise AnswersRejected("the ranks are not a ranking of the responses on this page")
-    if study.best_worst_enabled and (
-        answers.best not in placements or answers.worst not in placements or answers.best == answers.worst
-    ):
-        raise AnswersRejected("most and least must be two different responses on this page")
-    if not answers.free_text:
-        return
-    questions = {q.pk: q for q in FreeTextQuestion.objects.filter(study=study, per_block=True)}
-    for qid, text in answers.free_text.items():
-        if qid not in questions or len(text) > questions[qid].max_length:
-            raise AnswersRejected("a written answer does not fit its question")
+    asked = [kind for kind in QUESTION_TYPES if kind.asked(page)]
+    for kind in QUESTION_TYPES:
+        if kind in asked:
+            problem = kind.check(page, answers)
+        else:
+            problem = f"this page does not ask {kind.key.replace('_', ' ')} questions" if kind.answered(answers) else None
+        if problem:
+            raise AnswersRejected(problem)
+    for kind in asked:
+        kind.save(page, participant, answers)
 
 
 def participant_demographics_submit(

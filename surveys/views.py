@@ -368,15 +368,7 @@ def page(request: HttpRequest, slug: str) -> HttpResponse:
 
 def _page_form(flow: Flow, visit_id: int, data, initial: dict[str, str] | None = None) -> PageForm:
     visit_page = selectors.visit_page_get(visit_id=visit_id, study=flow.study)
-    return PageForm(
-        data,
-        page=visit_page,
-        ranking=flow.study.ranking_enabled,
-        best_worst=flow.study.best_worst_enabled,
-        construct=flow.study.construct,
-        letter_labels=flow.study.letter_labels,
-        initial=initial,
-    )
+    return PageForm(data, page=visit_page, initial=initial)
 
 
 def _render_page(

@@ -42,6 +42,12 @@ def most_least(db):
 
 
 @pytest.fixture
+def pairwise(db):
+    """Two responses per block, which is better (left, right, tie, both bad), and an optional reason."""
+    return load_fixture("pairwise.json")
+
+
+@pytest.fixture
 def reasons_per_block(db):
     """The most-least study asking its "why" question on every block (a per-block free-text question)."""
     from surveys.definition import parse_definition, read_definition_file

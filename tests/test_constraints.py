@@ -88,6 +88,8 @@ BAD_ROWS = {
     "visit_is_block_xor_check": lambda s: _visit(s, attention_check=s.attention_checks.first()),
     "visit_sequence_positive": lambda s: _visit(s, sequence=0),
     "visit_submitted_after_shown": lambda s: _visit(s, submitted_at=NOW),
+    "visit_preference_known": lambda s: _visit(s, shown_at=NOW, submitted_at=NOW, preference="middle"),
+    "visit_preference_on_submitted_block": lambda s: _visit(s, shown_at=NOW, preference="left"),
     "placement_unique_position": lambda s: _placement(s, position=1),
     "placement_unique_item": lambda s: _placement(s, item=s.blocks.first().items.first()),
     "placement_unique_rank": lambda s: _placement(s, rank=1),

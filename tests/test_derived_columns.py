@@ -224,5 +224,5 @@ def test_ratings_csv_is_the_same_whatever_the_number_of_participants_per_frame(c
     url = f"/api/studies/{counselor.slug}/exports/ratings.csv"
     whole = _csv(owner_api.get(url))
     monkeypatch.setattr(exports, "_PARTICIPANTS_PER_FRAME", 2)
-    monkeypatch.setattr(exports, "_ROWS_PER_CHUNK", 7)
+    monkeypatch.setattr(exports, "_ROWS_PER_BATCH", 7)
     assert _csv(owner_api.get(url)) == whole and len(whole) > 7

@@ -2,7 +2,7 @@
 
 Hypothesis draws valid definitions that differ in what the platform must not
 assume (condition names and how many, with or without a comparison and
-references, dimensions, ranking or best-worst, demographic questions of every
+references, dimensions, ranking, best-worst or pairwise, demographic questions of every
 type, subgroups and regions, free text). Each is loaded, filled with scripted
 participants, analysed, and every researcher page and export is opened: all
 answer 200, and a run computes exactly the analyses its design applies to.
@@ -81,10 +81,11 @@ def definitions(draw) -> dict:
     conditions = draw(st.lists(NAME, min_size=2, max_size=4, unique=True))
     references = conditions[2:3] if draw(st.booleans()) else []
     systems = [f"model-{k}" for k in range(draw(st.integers(1, 3)))]
-    mode = draw(st.sampled_from(["ratings", "ratings+ranking", "best_worst", "ratings+best_worst"]))
+    mode = draw(st.sampled_from(["ratings", "ratings+ranking", "best_worst", "ratings+best_worst", "pairwise",
+                                 "ratings+pairwise"]))
     dimensions = [{"key": f"d{k}", "label": f"Dimension {k}", "min": 1, "max": draw(st.sampled_from([5, 7]))}
                   for k in range(draw(st.integers(1, 3)) if "ratings" in mode else 0)]
-    per_block = draw(st.integers(2, 4))
+    per_block = 2 if "pairwise" in mode else draw(st.integers(2, 4))
     scenarios = [{"id": f"S{k}", "label": f"Scenario {k}", "user_input": f"Message {k}"} for k in range(2)]
     blocks = []
     for b in range(4):
@@ -96,7 +97,7 @@ def definitions(draw) -> dict:
     definition = {
         "slug": "generated", "title": "Generated study", "consent": "Consent text.", "instructions": "Do it.",
         "construct": draw(st.sampled_from(["helpful", "empathetic", "clear"])),
-        "ranking": mode == "ratings+ranking", "best_worst": "best_worst" in mode,
+        "ranking": mode == "ratings+ranking", "best_worst": "best_worst" in mode, "pairwise": "pairwise" in mode,
         "letter_labels": draw(st.booleans()),
         "dimensions": dimensions, "systems": systems, "conditions": conditions,
         "reference_conditions": references, "scenarios": scenarios, "blocks": blocks,
@@ -149,7 +150,7 @@ def test_every_researcher_page_and_export_of_a_generated_study_answers_200(data,
         assert response.status_code == 200, (url, response.status_code)
 
 
-@pytest.mark.parametrize("fixture", ["tide", "counselor", "most_least"])
+@pytest.mark.parametrize("fixture", ["tide", "counselor", "most_least", "pairwise"])
 def test_every_researcher_page_and_export_of_each_seed_study_answers_200(request, fixture, owner_client, owner):
     """The counselor results page once answered 500 (a win grid without a zero-shot condition)."""
     study = request.getfixturevalue(fixture)

@@ -8,7 +8,7 @@ inputs.
 
 The functions live in one module per family (``primitives``, ``comparisons``,
 ``paired_dimensions``, ``demographics``, ``regional``, ``rankings``,
-``best_worst``, ``reliability``, ``regression``); this package re-exports
+``best_worst``, ``pairwise``, ``reliability``, ``regression``); this package re-exports
 them, so ``from analysis import stats`` and ``stats.win_table(...)`` work as they always did.
 
 Conventions shared by all tables:
@@ -57,6 +57,10 @@ from analysis.stats.best_worst import (
     BEST_WORST_COLUMNS, BEST_WORST_SHARES_COLUMNS, best_worst_scores, best_worst_shares,
 )
 from analysis.stats.paired_dimensions import DIMENSION_WILCOXON_COLUMNS, PAIRING_LEVELS, dimension_wilcoxon
+from analysis.stats.pairwise import (
+    PAIRWISE_BT_COLUMNS, PAIRWISE_POSITION_COLUMNS, PAIRWISE_WIN_COLUMNS, pairwise_bradley_terry,
+    pairwise_position_bias, pairwise_win_rates,
+)
 
 __all__ = [
     "ALPHA", "ALPHA_COLUMNS", "ANOVA_COLUMNS", "BEST_WORST_COLUMNS",
@@ -71,5 +75,6 @@ __all__ = [
     "region_means", "regional_anova", "regional_games_howell", "regional_kruskal", "regional_welch",
     "sensitivity", "win_summary", "win_summary_of_ratings", "win_table",
     "BEST_WORST_SHARES_COLUMNS", "DIMENSION_WILCOXON_COLUMNS", "PAIRING_LEVELS", "best_worst_shares",
-    "dimension_wilcoxon",
+    "dimension_wilcoxon", "PAIRWISE_BT_COLUMNS", "PAIRWISE_POSITION_COLUMNS", "PAIRWISE_WIN_COLUMNS",
+    "pairwise_bradley_terry", "pairwise_position_bias", "pairwise_win_rates",
 ]

@@ -37,6 +37,8 @@ class SurveySteps:
                 data[f"rank-{pid}"] = i
         if spec.best_worst:
             data["most"], data["least"] = spec.placements[0], spec.placements[-1]
+        if spec.pairwise:
+            data["preference"] = "left"
         return data
 
     def submit_current(self, client, study, **overrides):

@@ -1,0 +1,115 @@
+"""What every question type provides: one class per type, registered in ``surveys.questions``.
+
+A type carries, in one place, everything about one kind of question a block
+asks: the checks across the definition, the page form's fields and their
+rules, the controls the template renders, the service's last check and the
+save, how a bot answers it, and the answer exports it brings (the exports and
+their codebook entries are ``analysis.exports``/``analysis.codebook`` entries
+named here). The form, the service and the bots loop over the registered types
+and know none of them.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable
+
+from ..models import Participant
+
+if TYPE_CHECKING:
+    from bots.pages import PageSpec
+    from bots.personas import Persona
+
+    from ..definition import StudyDefinition
+    from ..forms import PageForm
+    from ..selectors import VisitPage
+    from ..services import PageAnswers
+    from .controls import Control
+
+
+@dataclass(frozen=True)
+class Part:
+    """A type's questions below the response cards: the partial that renders them and their controls."""
+
+    template: str
+    controls: list["Control"]
+    form: "PageForm"
+
+    @property
+    def per_response(self) -> list[tuple[Any, "Control"]]:
+        """(card, control) pairs, for a type with one control per response (ranking)."""
+        return list(zip(self.form.cards(), self.controls))
+
+
+class QuestionType:
+    """One kind of question; the defaults fit a type that the page does not ask."""
+
+    key: str = ""
+    #: The partial that renders this type's controls below the response cards ("" when there are none).
+    template: str = ""
+    #: Answer exports (``analysis.exports.EXPORTS`` names) that a study asking this type gets.
+    exports: tuple[str, ...] = ()
+
+    # --- the study definition ---------------------------------------------------------
+    def declared(self, definition: "StudyDefinition") -> bool:
+        """The definition asks this type (every block shows it)."""
+        return False
+
+    def definition_problems(self, definition: "StudyDefinition") -> list[str]:
+        """Checks across the definition's parts for this type, with their paths; [] when it fits."""
+        return []
+
+    # --- the page -------------------------------------------------------------------
+    def asked(self, page: "VisitPage") -> bool:
+        """This block page asks the type's questions."""
+        return False
+
+    def add_fields(self, form: "PageForm") -> None:
+        """The form fields of the type's questions (only called when ``asked``)."""
+
+    def foreign(self, form: "PageForm", name: str) -> bool:
+        """``name`` was posted as one of this type's fields but does not belong to this page."""
+        return False
+
+    def clean(self, form: "PageForm", cleaned: dict[str, Any]) -> None:
+        """Rules across the type's fields; errors go to ``form.add_error``."""
+
+    def collect(self, form: "PageForm", cleaned: dict[str, Any], answers: "PageAnswers") -> None:
+        """Copy the cleaned answers into ``answers`` for the service."""
+
+    def card_controls(self, form: "PageForm", placement: Any) -> list["Control"]:
+        """Controls shown inside one response's card."""
+        return []
+
+    def controls(self, form: "PageForm") -> list["Control"]:
+        """Controls below the cards, in page order: the partial renders them, the error summary lists them."""
+        return []
+
+    # --- the service ----------------------------------------------------------------
+    def answered(self, answers: "PageAnswers") -> bool:
+        """``answers`` carries answers of this type (a page that does not ask it must carry none)."""
+        return False
+
+    def check(self, page: "VisitPage", answers: "PageAnswers") -> str | None:
+        """Why the answers do not fit this page (the last line of defence behind the form), or None."""
+        return None
+
+    def save(self, page: "VisitPage", participant: Participant, answers: "PageAnswers") -> None:
+        """Write the type's answers (inside the submit's transaction, after ``check`` passed)."""
+
+    # --- bots -----------------------------------------------------------------------
+    def read_spec(self, spec: "PageSpec", *, radios: dict[str, list[str]], selects: dict[str, list[str]]) -> None:
+        """Note in ``spec`` what a page's HTML asks of this type (the HTTP bots read pages as a browser does);
+        a select the type owns is taken out of ``selects`` (those left are demographic questions)."""
+
+    def spec_asks(self, spec: "PageSpec") -> bool:
+        return False
+
+    def bot_fields(
+        self, persona: "Persona", spec: "PageSpec", quality: Callable[[int], float | None], score: dict[int, float],
+        rng: random.Random,
+    ) -> dict[str, str]:
+        """The persona's answers to this type, as posted fields (called only when ``spec_asks``; rating is
+        always called first, as it fills ``score``: the persona's liking of each placement)."""
+        return {}

@@ -1,0 +1,86 @@
+"""Best-worst: the most and the least <construct> response of the page (two radio groups below the cards)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.utils.translation import gettext as _
+
+from ..models import ItemPlacement
+from .base import QuestionType
+from .controls import Control, entered_value, field_error, radio_options, response_name
+
+FIELDS = ("most", "least")
+# The stored choice of each field.
+_STORED = {"most": ItemPlacement.Choice.BEST, "least": ItemPlacement.Choice.WORST}
+
+
+class BestWorstType(QuestionType):
+    key = "best_worst"
+    template = "surveys/questions/choices.html"
+    exports = ("choices",)
+
+    def declared(self, definition) -> bool:
+        return definition.best_worst
+
+    def asked(self, page) -> bool:
+        return page.study.best_worst_enabled and not page.is_check
+
+    def _messages(self, form) -> dict[str, tuple[str, str]]:
+        construct = {"construct": form.construct}
+        return {
+            "most": (_("Please choose the most %(construct)s response.") % construct,
+                     _("Please choose the most %(construct)s response from this page.") % construct),
+            "least": (_("Please choose the least %(construct)s response.") % construct,
+                      _("Please choose the least %(construct)s response from this page.") % construct),
+        }
+
+    def add_fields(self, form) -> None:
+        choices = [(str(p.pk), response_name(p.position)) for p in form.page.placements]
+        for name, (required, invalid) in self._messages(form).items():
+            form.fields[name] = forms.TypedChoiceField(
+                choices=choices, coerce=int, error_messages={"required": required, "invalid_choice": invalid},
+            )
+
+    def clean(self, form, cleaned: dict[str, Any]) -> None:
+        if cleaned.get("most") is not None and cleaned.get("most") == cleaned.get("least"):
+            form.add_error("least", _("The least %(construct)s response must differ from the most %(construct)s "
+                                      "one.") % {"construct": form.construct})
+
+    def collect(self, form, cleaned: dict[str, Any], answers) -> None:
+        answers.best, answers.worst = cleaned.get("most"), cleaned.get("least")
+
+    def controls(self, form) -> list[Control]:
+        labels = {"most": _("Most %(construct)s response"), "least": _("Least %(construct)s response")}
+        values = [(str(p.pk), response_name(p.position)) for p in form.page.placements]
+        return [
+            Control(name=name, label=label % {"construct": form.construct},
+                    options=radio_options(name, values, entered_value(form, name)), error=field_error(form, name))
+            for name, label in labels.items()
+        ]
+
+    def answered(self, answers) -> bool:
+        return answers.best is not None or answers.worst is not None
+
+    def check(self, page, answers) -> str | None:
+        placements = {p.pk for p in page.placements}
+        if answers.best not in placements or answers.worst not in placements or answers.best == answers.worst:
+            return "most and least must be two different responses on this page"
+        return None
+
+    def save(self, page, participant, answers) -> None:
+        chosen = {answers.best: _STORED["most"], answers.worst: _STORED["least"]}
+        for placement in page.placements:
+            placement.choice = chosen.get(placement.pk, "")
+        ItemPlacement.objects.bulk_update(page.placements, ["choice"])
+
+    def read_spec(self, spec, *, radios, selects) -> None:
+        spec.best_worst = "most" in radios
+
+    def spec_asks(self, spec) -> bool:
+        return spec.best_worst
+
+    def bot_fields(self, persona, spec, quality, score, rng) -> dict[str, str]:
+        best, worst = persona.best_worst(spec.placements, score, rng)
+        return {"most": str(best), "least": str(worst)}

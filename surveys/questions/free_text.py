@@ -1,0 +1,76 @@
+"""Free text on a block: the study's per-block written questions (a reason, a comment), optional or required.
+
+The study-level ones are asked with the demographic questions at the end
+(``surveys.forms.DemographicsForm``); both are exported in free_text.csv.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from django import forms
+
+from ..models import FreeTextAnswer
+from .base import QuestionType
+from .controls import Control, entered_value, field_error, free_text_messages
+
+_FIELD = re.compile(r"^text-(.+)$")
+
+
+def field_name(key: str) -> str:
+    return f"text-{key}"
+
+
+class FreeTextType(QuestionType):
+    key = "free_text"
+    template = "surveys/questions/free_text.html"
+    exports = ("free-text",)
+
+    def declared(self, definition) -> bool:
+        return any(q.per_block for q in definition.free_text)
+
+    def asked(self, page) -> bool:
+        return bool(page.free_text_questions) and not page.is_check
+
+    def add_fields(self, form) -> None:
+        for question in form.page.free_text_questions:
+            form.fields[field_name(question.key)] = forms.CharField(
+                max_length=question.max_length, required=question.required, error_messages=free_text_messages(),
+            )
+
+    def collect(self, form, cleaned: dict[str, Any], answers) -> None:
+        answers.free_text = {q.pk: cleaned.get(field_name(q.key), "") for q in form.page.free_text_questions}
+
+    def controls(self, form) -> list[Control]:
+        return [
+            Control(name=field_name(q.key), label=q.prompt, value=entered_value(form, field_name(q.key)),
+                    error=field_error(form, field_name(q.key)), max_length=q.max_length, required=q.required)
+            for q in form.page.free_text_questions
+        ]
+
+    def answered(self, answers) -> bool:
+        return any(answers.free_text.values())
+
+    def check(self, page, answers) -> str | None:
+        questions = {q.pk: q for q in page.free_text_questions}
+        for qid, text in answers.free_text.items():
+            if qid not in questions or len(text) > questions[qid].max_length:
+                return "a written answer does not fit its question"
+        return None
+
+    def save(self, page, participant, answers) -> None:
+        FreeTextAnswer.objects.bulk_create(
+            FreeTextAnswer(participant=participant, question_id=qid, visit=page.visit, text=text)
+            for qid, text in answers.free_text.items()
+            if text
+        )
+
+    def read_spec(self, spec, *, radios, selects) -> None:
+        """The page's text boxes are read with the rest of its controls (``bots.pages``)."""
+
+    def spec_asks(self, spec) -> bool:
+        return any(_FIELD.match(name) for name in spec.texts)
+
+    def bot_fields(self, persona, spec, quality, score, rng) -> dict[str, str]:
+        return {name: persona.reason(rng)[:max_length] for name, max_length in spec.texts.items()}

@@ -1,0 +1,127 @@
+"""Ranking: every response gets a different rank, 1 = most <construct>; it starts unranked in every mode."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from typing import Any
+
+from django import forms
+from django.utils.translation import gettext as _
+
+from ..models import ItemPlacement
+from .base import QuestionType
+from .controls import Control, Option, entered_value, field_error, response_name
+
+_FIELD = re.compile(r"^rank-(\d+)$")
+
+
+def field_name(placement_id: int) -> str:
+    return f"rank-{placement_id}"
+
+
+class RankingType(QuestionType):
+    key = "ranking"
+    template = "surveys/questions/ranking.html"
+    exports = ("ratings",)  # rank and rank_changed are columns of ratings.csv
+
+    def declared(self, definition) -> bool:
+        return definition.ranking
+
+    def definition_problems(self, definition) -> list[str]:
+        if definition.ranking and len({len(b.responses) for b in definition.blocks}) > 1:
+            return ["blocks: ranking needs every block to show the same number of responses"]
+        return []
+
+    def asked(self, page) -> bool:
+        return page.study.ranking_enabled and not page.is_check
+
+    def add_fields(self, form) -> None:
+        n = len(form.page.placements)
+        for placement in form.page.placements:
+            number = placement.position
+            form.fields[field_name(placement.pk)] = forms.TypedChoiceField(
+                choices=[(str(r), str(r)) for r in range(1, n + 1)],
+                coerce=int,
+                error_messages={
+                    "required": _("Please give Response %(number)s a rank.") % {"number": number},
+                    "invalid_choice": _("Please give Response %(number)s a rank from 1 to %(last)s.")
+                    % {"number": number, "last": n},
+                },
+            )
+
+    def foreign(self, form, name: str) -> bool:
+        match = _FIELD.match(name)
+        return bool(match) and (not self.asked(form.page) or int(match.group(1)) not in form.numbers)
+
+    def clean(self, form, cleaned: dict[str, Any]) -> None:
+        """One message per rank given twice, naming the responses as the page labels them; each of
+        their rank fields carries it, and the summary lists it once (``PageForm.error_summary``)."""
+        ranks = {pid: cleaned.get(field_name(pid)) for pid in form.numbers}
+        used = Counter(r for r in ranks.values() if r is not None)
+        for rank in sorted(r for r, n in used.items() if n > 1):
+            sharing = sorted((form.numbers[pid], pid) for pid, r in ranks.items() if r == rank)
+            names = [response_name(number) for number, _pid in sharing]
+            message = _("Rank %(rank)s is given to %(some)s and %(last)s; give each response a different rank.") % {
+                "rank": rank, "some": _(", ").join(names[:-1]), "last": names[-1],
+            }
+            for _number, pid in sharing:
+                form.add_error(field_name(pid), message)
+
+    def collect(self, form, cleaned: dict[str, Any], answers) -> None:
+        answers.ranks = {p.pk: cleaned[field_name(p.pk)] for p in form.page.placements}
+
+    def controls(self, form) -> list[Control]:
+        n = len(form.page.placements)
+        out = []
+        for placement in form.page.placements:
+            name = field_name(placement.pk)
+            chosen = entered_value(form, name)
+            options = [Option("", _("Choose a rank"), selected=chosen == "")] + [
+                Option(str(r), str(r), selected=chosen == str(r)) for r in range(1, n + 1)
+            ]
+            out.append(Control(name=name, label=_("Rank of Response %(number)s") % {"number": placement.position},
+                               options=options, error=field_error(form, name)))
+        return out
+
+    def answered(self, answers) -> bool:
+        return bool(answers.ranks)
+
+    def check(self, page, answers) -> str | None:
+        placements = {p.pk for p in page.placements}
+        if set(answers.ranks) != placements or sorted(answers.ranks.values()) != list(range(1, len(placements) + 1)):
+            return "the ranks are not a ranking of the responses on this page"
+        return None
+
+    def save(self, page, participant, answers) -> None:
+        for placement in page.placements:
+            placement.rank = answers.ranks[placement.pk]
+        ItemPlacement.objects.bulk_update(page.placements, ["rank"])
+
+    def read_spec(self, spec, *, radios, selects) -> None:
+        for name in [name for name in selects if _FIELD.match(name)]:
+            spec.ranking = True
+            del selects[name]
+
+    def spec_asks(self, spec) -> bool:
+        return spec.ranking
+
+    def bot_fields(self, persona, spec, quality, score, rng) -> dict[str, str]:
+        return persona.ranks(spec.placements, score, rng)
+
+
+def script_texts() -> str:
+    """The texts survey.js writes on a ranking, in the page's language, as JSON for a data
+    attribute (no inline script: the CSP forbids them); %(name)s are filled in there."""
+    return json.dumps({
+        "response": _("Response %(number)s"),
+        "keep": _("Keep this order"),
+        "ranked": _("Ranked: the order shown is your ranking. You can still change it."),
+        "unranked": _("Not ranked yet. Move the responses into your order, or choose Keep this order if the "
+                      "order shown is already your ranking."),
+        "moved": _("%(response)s is now ranked %(rank)s of %(total)s."),
+        "kept": _("Ranked in the order shown: %(first)s first, %(last)s last."),
+        "up": _("Move up"),
+        "down": _("Move down"),
+    }, ensure_ascii=False)

@@ -1,0 +1,112 @@
+"""Rating: every response on every dimension of the study, on the dimension's scale (radio buttons in its card)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from django import forms
+from django.utils.translation import gettext as _
+
+from ..models import Rating
+from .base import QuestionType
+from .controls import Control, entered_value, field_error, radio_options, scale_label
+
+_FIELD = re.compile(r"^rate-(\d+)-(.+)$")
+
+
+def field_name(placement_id: int, dimension_key: str) -> str:
+    return f"rate-{placement_id}-{dimension_key}"
+
+
+class RatingType(QuestionType):
+    key = "rating"
+    exports = ("ratings",)
+
+    def declared(self, definition) -> bool:
+        return bool(definition.dimensions)
+
+    def asked(self, page) -> bool:
+        return bool(page.dimensions) and not page.is_check
+
+    def add_fields(self, form) -> None:
+        for placement in form.page.placements:
+            number = placement.position
+            for dimension in form.page.dimensions:
+                form.fields[field_name(placement.pk, dimension.key)] = forms.TypedChoiceField(
+                    choices=[(str(p), str(p)) for p in dimension.points],
+                    coerce=int,
+                    error_messages={
+                        "required": _("Please rate Response %(number)s for %(dimension)s.")
+                        % {"number": number, "dimension": dimension.label.lower()},
+                        "invalid_choice": _("Please rate Response %(number)s from %(min)s to %(max)s.")
+                        % {"number": number, "min": dimension.scale_min, "max": dimension.scale_max},
+                    },
+                )
+
+    def foreign(self, form, name: str) -> bool:
+        match = _FIELD.match(name)
+        if not match:
+            return False
+        keys = {d.key for d in form.page.dimensions} if self.asked(form.page) else set()
+        return int(match.group(1)) not in form.numbers or match.group(2) not in keys
+
+    def collect(self, form, cleaned: dict[str, Any], answers) -> None:
+        answers.ratings = {
+            (p.pk, d.pk): cleaned[field_name(p.pk, d.key)] for p in form.page.placements for d in form.page.dimensions
+        }
+
+    def card_controls(self, form, placement) -> list[Control]:
+        controls = []
+        for dimension in form.page.dimensions:
+            name = field_name(placement.pk, dimension.key)
+            values = [(str(p), scale_label(dimension, p)) for p in dimension.points]
+            controls.append(Control(
+                name=name,
+                label=_("Response %(number)s: %(dimension)s") % {"number": placement.position,
+                                                                  "dimension": dimension.label},
+                options=radio_options(name, values, entered_value(form, name)),
+                error=field_error(form, name),
+            ))
+        return controls
+
+    def answered(self, answers) -> bool:
+        return bool(answers.ratings)
+
+    def check(self, page, answers) -> str | None:
+        expected = {(p.pk, d.pk) for p in page.placements for d in page.dimensions}
+        if set(answers.ratings) != expected:
+            return "the ratings do not match the responses on this page"
+        scales = {d.pk: d for d in page.dimensions}
+        for (_pid, did), value in answers.ratings.items():
+            if not scales[did].scale_min <= value <= scales[did].scale_max:
+                return f"rating {value} is outside the scale"
+        return None
+
+    def save(self, page, participant, answers) -> None:
+        Rating.objects.bulk_create(
+            Rating(placement_id=pid, dimension_id=did, value=value) for (pid, did), value in answers.ratings.items()
+        )
+
+    def read_spec(self, spec, *, radios, selects) -> None:
+        for name, values in radios.items():
+            match = _FIELD.match(name)
+            if match:
+                spec.dimensions[match.group(2)] = [int(v) for v in values]
+
+    def spec_asks(self, spec) -> bool:
+        return True  # always: even a page that rates nothing needs the score the other types follow
+
+    def bot_fields(self, persona, spec, quality, score, rng) -> dict[str, str]:
+        """Ratings follow the persona; every placement's ``score`` (which later types order by) is its mean
+        rating, or its quality where the page rates nothing, plus a tiny jitter that breaks ties."""
+        fields = {}
+        for pid in spec.placements:
+            values = []
+            for key, points in spec.dimensions.items():
+                value = persona.rating(quality(pid), points, rng)
+                fields[field_name(pid, key)] = str(value)
+                values.append(value)
+            q = quality(pid)
+            score[pid] = (sum(values) / len(values) if values else (q or 3)) + rng.uniform(0, 0.01)
+        return fields
