@@ -1,7 +1,9 @@
 """Regression models of the ratings: ``rating ~ condition * system`` as a mixed and as an ordinal model.
 
 ``mixed_model`` fits a linear mixed model with crossed random intercepts for
-participant and item (statsmodels ``MixedLM``); ``ordinal_model`` fits an
+participant and item (statsmodels ``MixedLM``'s REML fit, computed in the
+random effects' space by ``crossed_reml`` wherever that gives statsmodels'
+own numbers, by statsmodels otherwise); ``ordinal_model`` fits an
 ordered logit with participant-clustered standard errors (``OrderedModel``).
 Both exclude the reference responses and subsample large frames by
 participant.
@@ -321,7 +323,7 @@ def mixed_model(
 ) -> pd.DataFrame:
     """Linear mixed model ``rating ~ condition * system`` with crossed random intercepts.
 
-    Fitted by REML with statsmodels ``MixedLM``: one constant group and
+    Fitted by REML as statsmodels ``MixedLM`` fits it (see ``_fit_crossed``): one constant group and
     variance components ``participant`` (``0 + C(participant_id)``) and
     ``item`` (``0 + C(response_id)``), which is how statsmodels expresses
     crossed random effects. The intercept is the baseline condition of the
