@@ -207,8 +207,8 @@ def crossed_reml_fit(
     Powell's line searches often probe a root near zero on their way (where
     a component is small). Below statsmodels' tolerance only statsmodels'
     own ``loglike`` gives its value (see ``_CrossedReml._expand``):
-    ``loglike_below_tolerance`` computes it there, or raises to give up; without
-    it the fit gives up at such a point.
+    ``loglike_below_tolerance`` computes it there, or raises (anything) to give
+    up; without it the fit gives up at such a point.
     """
     model = _CrossedReml(np.asarray(endog, dtype=float), np.asarray(exog, dtype=float), codes)
     n = model.n
@@ -219,7 +219,10 @@ def crossed_reml_fit(
         except _BelowTolerance:
             if loglike_below_tolerance is None:
                 raise
-            value = loglike_below_tolerance(np.array(packed, dtype=float))
+            try:
+                value = loglike_below_tolerance(np.array(packed, dtype=float))
+            except Exception as exc:  # noqa: BLE001 - a singular factor, a warning: statsmodels' own fit meets it itself
+                raise _Unsupported from exc
         return -value / n  # LikelihoodModel.fit's objective
 
     try:
@@ -234,7 +237,7 @@ def crossed_reml_fit(
         if np.min(np.abs(vcomp)) < _BOUNDARY:
             return None
         hess = model.hessian(ratios, fe)
-    except (_Unsupported, StatsmodelsWarned):
+    except _Unsupported:
         return None
     if not np.all(np.isfinite(hess)) or np.any(np.diag(hess) >= 0):
         return None
