@@ -179,7 +179,11 @@ def main() -> None:
     print(f"{args.participants} participants, {args.workers} worker(s), {os.cpu_count()} cores; load {load()}")
     report = Report()
     study, import_s = prepare_data(args, report)
-    paper = {a.name for a in registry.statistics_analyses() if a.paper} | {"filter_flow"}
+    from analysis.design import study_design
+
+    # The paper's tables this study's runs compute (a study without pairwise choices has no pairwise tables).
+    features = study_design(study.pk).features
+    paper = {a.name for a in registry.statistics_analyses(design=features) if a.paper} | {"filter_flow"}
     logs = Path(tempfile.mkdtemp(prefix="bench-fanout-"))
     workers = start_workers(args.workers, database_url, broker_url, logs)
     observed = []

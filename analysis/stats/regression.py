@@ -1,7 +1,9 @@
 """Regression models of the ratings: ``rating ~ condition * system`` as a mixed and as an ordinal model.
 
 ``mixed_model`` fits a linear mixed model with crossed random intercepts for
-participant and item (statsmodels ``MixedLM``); ``ordinal_model`` fits an
+participant and item (statsmodels ``MixedLM``'s REML fit, computed in the
+random effects' space by ``crossed_reml`` wherever that gives statsmodels'
+own numbers, by statsmodels otherwise); ``ordinal_model`` fits an
 ordered logit with participant-clustered standard errors (``OrderedModel``).
 Both exclude the reference responses and subsample large frames by
 participant.
@@ -11,6 +13,8 @@ from __future__ import annotations
 
 import re
 import warnings
+from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -117,6 +121,91 @@ def _fit_mixed(model_spec: Any) -> tuple[Any, str]:
     if not result.converged:
         messages = ["optimizer reported convergence problems", *messages]
     return result, "fit warnings: " + "; ".join(messages)
+
+
+#: The variance components of ``mixed_model``: statsmodels' ``vc_formula`` and the frame column of each.
+_COMPONENTS = {"participant": "participant_id", "item": "response_id"}
+
+
+@dataclass(frozen=True)
+class _MixedFit:
+    """The estimates ``mixed_model`` reports, from statsmodels or from the same fit in the random effects' space."""
+
+    fe_params: pd.Series
+    bse_fe: pd.Series
+    names: list[str]  # the variance components, in statsmodels' (sorted) order
+    vcomp: np.ndarray
+    scale: float
+    note: str
+
+
+def _statsmodels_spec(frame: pd.DataFrame, formula: str) -> Any:
+    """statsmodels' ``MixedLM``: one group holding every row, a variance component per grouping."""
+    import statsmodels.formula.api as smf
+
+    # The variance-component designs (a column per participant, per item) are mostly zeros, and sparse
+    # algebra does the same REML computation several times faster than dense.
+    return smf.mixedlm(formula, frame.assign(group=1), groups="group", re_formula="0", use_sparse=True,
+                       vc_formula={name: f"0 + C({column})" for name, column in _COMPONENTS.items()})
+
+
+def _fit_statsmodels(frame: pd.DataFrame, formula: str) -> _MixedFit:
+    """The fit with statsmodels' ``MixedLM`` itself."""
+    model_spec = _statsmodels_spec(frame, formula)
+    result, fit_note = _fit_mixed(model_spec)
+    return _MixedFit(result.fe_params, result.bse_fe, list(model_spec.exog_vc.names), np.asarray(result.vcomp),
+                     float(result.scale), fit_note)
+
+
+def _statsmodels_loglike(frame: pd.DataFrame, formula: str) -> Callable[[np.ndarray], float]:
+    """statsmodels' REML log-likelihood at packed roots of the variance ratios, its model built at the first call.
+
+    Its fit sets these attributes before it evaluates; a warning here (say, of a zero ratio) would have
+    reached the old fit's note, so the fit is left to statsmodels.
+    """
+    from analysis.stats.crossed_reml import StatsmodelsWarned
+
+    spec = None
+
+    def loglike(packed: np.ndarray) -> float:
+        nonlocal spec
+        if spec is None:
+            spec = _statsmodels_spec(frame, formula)
+            spec.reml, spec.cov_pen, spec.fe_pen, spec._cov_sing = True, None, None, 0
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            value = spec.loglike(packed)
+        if _fit_warnings(caught):
+            raise StatsmodelsWarned
+        return float(value)
+
+    return loglike
+
+
+def _fit_crossed(frame: pd.DataFrame, formula: str) -> _MixedFit | None:
+    """The same REML fit computed in the space of the random effects (``crossed_reml``), or None where it
+    would not be statsmodels' own: then :func:`_fit_statsmodels` fits, warnings and all.
+
+    statsmodels spends seconds at a study's size rebuilding n x n sparse operators at each of its ~50
+    likelihood evaluations; from the cross products the whole fit takes tens of milliseconds.
+    """
+    import statsmodels.formula.api as smf
+
+    from analysis.stats.crossed_reml import crossed_reml_fit
+
+    names = sorted(_COMPONENTS)
+    if frame[["system", *_COMPONENTS.values()]].isna().to_numpy().any():
+        return None  # statsmodels' formula handling of missing labels decides
+    # The fixed-effects design as statsmodels' formula machinery builds it for MixedLM (same columns, same names).
+    design = smf.ols(formula, frame)
+    codes = [pd.factorize(frame[_COMPONENTS[name]], sort=True)[0] for name in names]
+    fit = crossed_reml_fit(endog=design.endog, exog=design.exog, codes=codes,
+                           loglike_below_tolerance=_statsmodels_loglike(frame, formula))
+    if fit is None:
+        return None
+    index = pd.Index(design.exog_names)
+    return _MixedFit(pd.Series(fit.fe_params, index=index), pd.Series(fit.bse_fe, index=index), names, fit.vcomp,
+                     fit.scale, "")
 
 
 #: A variance component below this share of the residual variance is on the boundary (zero).
@@ -234,7 +323,7 @@ def mixed_model(
 ) -> pd.DataFrame:
     """Linear mixed model ``rating ~ condition * system`` with crossed random intercepts.
 
-    Fitted by REML with statsmodels ``MixedLM``: one constant group and
+    Fitted by REML as statsmodels ``MixedLM`` fits it (see ``_fit_crossed``): one constant group and
     variance components ``participant`` (``0 + C(participant_id)``) and
     ``item`` (``0 + C(response_id)``), which is how statsmodels expresses
     crossed random effects. The intercept is the baseline condition of the
@@ -265,20 +354,13 @@ def mixed_model(
     if lacking:
         # An empty condition x system cell leaves a fixed effect without data: MixedLM's solve fails on it.
         return _note_frame(MODEL_COLUMNS, _join_notes(note, "a system lacks a condition: " + ", ".join(lacking)))
-    import statsmodels.formula.api as smf
-
-    frame = frame.assign(group=1)
     formula = _FORMULA if frame["system"].nunique() > 1 else _FORMULA_ONE_SYSTEM
-    # One group holding every row: the variance-component designs (a column per participant, per item) are
-    # mostly zeros, and sparse algebra does the same REML computation several times faster than dense.
-    model_spec = smf.mixedlm(formula, frame, groups="group", re_formula="0", use_sparse=True,
-                             vc_formula={"participant": "0 + C(participant_id)", "item": "0 + C(response_id)"})
-    result, fit_note = _fit_mixed(model_spec)
-    note = _join_notes(note, fit_note, _boundary_note(model_spec.exog_vc.names, result.vcomp, result.scale))
-    table = _coefficient_table(result.fe_params, result.bse_fe, frame, note)
+    fit = _fit_crossed(frame, formula) or _fit_statsmodels(frame, formula)
+    note = _join_notes(note, fit.note, _boundary_note(fit.names, fit.vcomp, fit.scale))
+    table = _coefficient_table(fit.fe_params, fit.bse_fe, frame, note)
     variances = pd.DataFrame({
-        "term": [f"var({name})" for name in model_spec.exog_vc.names] + ["var(residual)"],
-        "coef": [*np.asarray(result.vcomp, dtype=float), float(result.scale)],
+        "term": [f"var({name})" for name in fit.names] + ["var(residual)"],
+        "coef": [*np.asarray(fit.vcomp, dtype=float), float(fit.scale)],
     }).assign(n_obs=len(frame), n_participants=frame["participant_id"].nunique(),
               n_items=frame["response_id"].nunique(), holm_family=_MODEL_P, note=note)
     return pd.concat([table, variances], ignore_index=True).reindex(columns=MODEL_COLUMNS)
