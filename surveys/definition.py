@@ -19,7 +19,7 @@ from django.conf import settings
 from pydantic import Field, ValidationError, ValidationInfo, create_model, field_validator, model_validator
 
 from . import limits
-from .definition_parts import KEY_PATTERN, DimensionLabel, Key, NonEmpty, Strict  # noqa: F401  (the schema's parts)
+from .definition_parts import KEY_PATTERN, Key, NonEmpty, Strict
 from .questions import QUESTION_TYPES, definition_problems
 from .recruitment import completion_url_problem, id_pattern_problem
 

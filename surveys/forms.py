@@ -26,14 +26,11 @@ from .questions.controls import (
     free_text_messages,
     letter_label,
     radio_options,
-    response_name,
     scale_label,
 )
 from .questions.ranking import script_texts
 from .selectors import VisitPage
 from .services import PageAnswers
-
-__all__ = ["Control", "Option", "PageForm", "DemographicsForm", "TAMPER_MESSAGE", "letter_label", "response_name"]
 
 TAMPER_MESSAGE = gettext_lazy("Some answers do not belong to this page. Please reload the page and answer again.")
 

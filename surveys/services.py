@@ -31,7 +31,6 @@ from .models import (
     Item,
     ItemPlacement,
     Participant,
-    Rating,
     Study,
     TurnAway,
 )
