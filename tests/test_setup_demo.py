@@ -11,8 +11,9 @@ from surveys.models import Participant, Study
 pytestmark = [pytest.mark.slow, pytest.mark.django_db]  # slow: simulates the demo participants
 
 
-def test_the_demo_researcher_sees_the_three_studies_in_the_admin(client, monkeypatch):
+def test_the_demo_researcher_sees_the_demo_studies_in_the_admin(client, monkeypatch):
     monkeypatch.setattr(setup_demo, "DEMO_PARTICIPANTS", 3)
+    monkeypatch.setattr(setup_demo, "DEMO_PAIRWISE_PARTICIPANTS", 2)
     call_command("setup_demo")
     call_command("setup_demo")  # idempotent: nobody added the second time
     assert Participant.objects.filter(study__slug="tide").count() == 3
@@ -21,7 +22,8 @@ def test_the_demo_researcher_sees_the_three_studies_in_the_admin(client, monkeyp
     assert page.status_code == 200
     for study in Study.objects.all():
         assert study.slug in page.content.decode()
-    assert Study.objects.count() == 3
+    assert Study.objects.count() == 4
+    assert Participant.objects.filter(study__slug="pairwise").count() == 2
     assert client.get("/admin/surveys/participant/").status_code == 200
     assert client.get("/admin/surveys/study/add/").status_code == 403  # read only
 
@@ -37,9 +39,10 @@ def test_a_demo_study_people_took_part_in_is_kept_when_its_fixture_changed(monke
     tide = study_load(definition=parse_definition(older)).study
     Participant.objects.create(study=tide, external_id="a" * 24, pseudonym="p_old")
     monkeypatch.setattr(setup_demo, "DEMO_PARTICIPANTS", 1)
+    monkeypatch.setattr(setup_demo, "DEMO_PAIRWISE_PARTICIPANTS", 1)
     call_command("setup_demo")
     out = capsys.readouterr().out
     assert "tide.json: kept the existing study" in out and "delete the database" in out
     tide.refresh_from_db()
     assert tide.construct == "preferred"
-    assert set(Study.objects.values_list("slug", flat=True)) == {"tide", "counselor", "most-least"}
+    assert set(Study.objects.values_list("slug", flat=True)) == {"tide", "counselor", "most-least", "pairwise"}

@@ -14,8 +14,8 @@ DEMO_USERNAME = "researcher"
 DEMO_PASSWORD = "demo-researcher-password"
 DEMO_PARTICIPANTS = 150
 FIXTURES = ["fixtures/tide.json", "fixtures/counselor.json", "fixtures/most_least.json", "fixtures/pairwise.json"]
-# Scripted participants a demo study starts with, so that its results can be run at once.
-DEMO_STARTS = {"tide": DEMO_PARTICIPANTS, "pairwise": 40}
+# Scripted participants the pairwise demo starts with, so that its results can be run at once.
+DEMO_PAIRWISE_PARTICIPANTS = 40
 
 
 class Command(BaseCommand):
@@ -33,7 +33,7 @@ class Command(BaseCommand):
             content_type__app_label="surveys", codename__in=["view_study", "view_item", "view_participant"]))
         for study in Study.objects.filter(slug__in=["tide", "counselor", "most-least", "pairwise"]):
             study.owners.add(user)
-        for slug, target in DEMO_STARTS.items():
+        for slug, target in {"tide": DEMO_PARTICIPANTS, "pairwise": DEMO_PAIRWISE_PARTICIPANTS}.items():
             study = Study.objects.get(slug=slug)
             if Participant.objects.filter(study=study, is_preview=False).count() < target:
                 # Tops up to the target only, so running setup_demo again adds nobody.
