@@ -271,21 +271,8 @@ def test_sensitivity_raises_on_an_analysis_that_is_not_callable(full):
         S.sensitivity("descriptives", full, full)
 
 
-def _no_item_effect(seed: int) -> pd.DataFrame:
-    """Ratings with participant effects and noise only: the item variance is estimated at (about) zero."""
-    rng = np.random.default_rng(seed)
-    rows = []
-    for p in range(15):
-        shift = rng.normal(0, 0.8)
-        for i in range(8):
-            rows.append({"participant_id": f"p{p}", "response_id": f"r{i}", "model": "AB"[i % 4 >= 2],
-                         "condition": ("zero-shot", "fine-tuned")[i % 2],
-                         "rating": float(np.clip(np.round(3 + shift + rng.normal(0, 0.7)), 1, 5))})
-    return pd.DataFrame(rows)
-
-
 def test_a_boundary_fit_of_the_mixed_model_says_so():
-    table = S.mixed_model(**data.PAIR, ratings=_no_item_effect(seed=1))
+    table = S.mixed_model(**data.PAIR, ratings=data.no_item_effect(seed=1))
     item_variance = table.loc[table["term"] == "var(item)", "coef"].iloc[0]
     residual = table.loc[table["term"] == "var(residual)", "coef"].iloc[0]
     assert item_variance < 1e-6 * residual  # the situation: statsmodels says nothing about it
@@ -293,7 +280,7 @@ def test_a_boundary_fit_of_the_mixed_model_says_so():
 
 
 def test_a_mixed_model_fit_off_the_boundary_has_no_boundary_note():
-    table = S.mixed_model(**data.PAIR, ratings=_no_item_effect(seed=2))
+    table = S.mixed_model(**data.PAIR, ratings=data.no_item_effect(seed=2))
     assert table.loc[table["term"] == "var(item)", "coef"].iloc[0] > 1e-3
     assert "boundary" not in table["note"].iloc[0]
 
@@ -304,10 +291,10 @@ def test_the_ordinal_model_is_converged_where_it_says_so():
 
     from analysis.stats import regression
 
-    table = S.ordinal_model(**data.PAIR, ratings=_no_item_effect(seed=4))
+    table = S.ordinal_model(**data.PAIR, ratings=data.no_item_effect(seed=4))
     assert "not converged" not in table["note"].iloc[0]
     # The same model, built here, has a gradient of about zero at the reported estimates.
-    frame = _no_item_effect(seed=4).rename(columns={"model": "system"})
+    frame = data.no_item_effect(seed=4).rename(columns={"model": "system"})
     # As the model sees it: the baseline is the condition's first level (the reference level).
     frame["condition"] = pd.Categorical(frame["condition"], categories=[data.PAIR["baseline"], data.PAIR["treatment"]])
     levels = np.sort(frame["rating"].unique())

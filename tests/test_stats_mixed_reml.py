@@ -185,26 +185,13 @@ def test_one_system_uses_the_condition_only_formula():
                     table.loc["var(residual)", "coef"], reference)
 
 
-def boundary_study(seed: int = 1) -> pd.DataFrame:
-    """Participant effects and noise only: statsmodels estimates the item variance at about zero."""
-    rng = np.random.default_rng(seed)
-    rows = []
-    for p in range(15):
-        shift = rng.normal(0, 0.8)
-        for i in range(8):
-            rows.append({"participant_id": f"p{p}", "response_id": f"r{i}", "model": "AB"[i % 4 >= 2],
-                         "condition": (data.PAIR["baseline"], data.PAIR["treatment"])[i % 2],
-                         "rating": float(np.clip(np.round(3 + shift + rng.normal(0, 0.7)), 1, 5))})
-    return pd.DataFrame(rows)
-
-
 def test_a_fit_on_the_boundary_is_left_to_statsmodels():
     """statsmodels warns of a component under 0.01 (if to its caller's file) and its Hessian is unreliable there."""
-    frame = model_frame(boundary_study())
+    frame = model_frame(data.no_item_effect(seed=1))
     reference, _ = statsmodels_fit(frame)
     assert reference.vcomp[0] < 0.01
     assert ours(frame) is None
-    table = S.mixed_model(boundary_study(), **data.PAIR).set_index("term")
+    table = S.mixed_model(data.no_item_effect(seed=1), **data.PAIR).set_index("term")
     assert table.loc["var(item)", "coef"] == reference.vcomp[0]  # statsmodels' own answer, to the bit
     np.testing.assert_array_equal(table["se"].iloc[:4].to_numpy(), reference.bse_fe.to_numpy())
     assert "boundary (singular) fit" in table["note"].iloc[0]

@@ -190,3 +190,16 @@ def run_registered(name: str, ratings, participants, **options):
     frames = {"ratings": ratings, "participants": participants}
     design = TIDE.options_for(analysis.design_options)
     return analysis.function(*(frames[i] for i in analysis.inputs), **(design | options))
+
+
+def no_item_effect(seed: int) -> pd.DataFrame:
+    """15 participants x 8 items with participant effects and noise only: the item variance is (about) zero."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for p in range(15):
+        shift = rng.normal(0, 0.8)
+        for i in range(8):
+            rows.append({"participant_id": f"p{p}", "response_id": f"r{i}", "model": "AB"[i % 4 >= 2],
+                         "condition": (PAIR["baseline"], PAIR["treatment"])[i % 2],
+                         "rating": float(np.clip(np.round(3 + shift + rng.normal(0, 0.7)), 1, 5))})
+    return pd.DataFrame(rows)
