@@ -8,6 +8,7 @@ from rest_framework import serializers
 
 from analysis.forms import MAX_UPLOAD_BYTES
 from analysis.models import AnalysisRun
+from surveys.models import BlockVisit
 from surveys.serializers import QuerySerializer
 
 LEVELS = ("participant", "rating")
@@ -151,7 +152,7 @@ class PairwiseRecordSerializer(serializers.Serializer):
     right_model = serializers.CharField()
     left_condition = serializers.CharField()
     right_condition = serializers.CharField()
-    preference = serializers.ChoiceField(choices=["left", "right", "tie", "both_bad"])
+    preference = serializers.ChoiceField(choices=BlockVisit.Preference.values)
     seconds_on_block = serializers.FloatField(allow_null=True, help_text="null when the block's showing time is "
                                                                          "unknown")
 
