@@ -18,6 +18,7 @@ from django.core.cache import cache
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
+from tests.support.live_server import counting_requests
 from tests.support.paths import FIXTURES
 from tests.support.researcher import QUICK_ANALYSES, fill_with_bots, finished_run, make_user, narrow_analyses
 from tests.support.studies import load_fixture
@@ -168,6 +169,17 @@ def _small_model_subsamples():
     os.environ.setdefault("ANALYSIS_BOOTSTRAP_SAMPLES", "30")
     settings.ANALYSIS_MODEL_MAX_ROWS = int(os.environ["ANALYSIS_MODEL_MAX_ROWS"])
     settings.ANALYSIS_BOOTSTRAP_SAMPLES = int(os.environ["ANALYSIS_BOOTSTRAP_SAMPLES"])
+
+
+@pytest.fixture(autouse=True)
+def _live_server_idle_before_flush(request):
+    """A test with the live server ends once the server has answered every request it got:
+    the database flush that follows must not meet a request still in its transaction."""
+    if "live_server" not in request.fixturenames:
+        return
+    request.getfixturevalue("transactional_db")  # set up first, so torn down (flushed) after this
+    requests = counting_requests(request.getfixturevalue("live_server"))
+    request.addfinalizer(requests.wait_until_idle)
 
 
 @pytest.fixture(autouse=True)
