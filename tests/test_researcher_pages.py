@@ -92,7 +92,7 @@ def figures_of(page: str) -> dict:
 
 
 def section_rows(page: str, name: str) -> list[list[str]]:
-    section = re.search(rf'<section aria-labelledby="t-{name}">(.*?)</section>', page, re.S).group(1)
+    section = re.search(rf'<section class="result-table" data-table="{name}">(.*?)</section>', page, re.S).group(1)
     body = re.search(r"<tbody>(.*?)</tbody>", section, re.S).group(1)
     return [re.findall(r"<td>(.*?)</td>", row, re.S) for row in re.findall(r"<tr>(.*?)</tr>", body, re.S)]
 
