@@ -22,6 +22,7 @@ from analysis import stats as S
 from analysis.design import study_design
 from surveys.models import BlockVisit, ItemPlacement
 from tests.support.researcher import fill_with_bots
+from tests.support.stats_data import hand_holm
 
 Z95 = stats.norm.ppf(0.975)
 
@@ -32,15 +33,6 @@ def hand_wilson(successes: int, n: int, z: float = Z95) -> tuple[float, float]:
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
     return centre - half, centre + half
-
-
-def hand_holm(pvalues: list[float]) -> list[float]:
-    order = sorted(range(len(pvalues)), key=lambda i: pvalues[i])
-    adjusted, running = [0.0] * len(pvalues), 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (len(pvalues) - rank) * pvalues[i]))
-        adjusted[i] = running
-    return adjusted
 
 
 def judgements(rows: list[tuple[str, str, str, str, str, str]]) -> pd.DataFrame:

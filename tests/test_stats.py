@@ -36,18 +36,6 @@ def participants(synthetic_study) -> pd.DataFrame:
     return synthetic_study[1]
 
 
-def hand_holm(pvalues: list[float]) -> list[float]:
-    """Holm step-down written out: sort, multiply by (m - i), enforce monotonicity, cap at 1."""
-    m = len(pvalues)
-    order = sorted(range(m), key=lambda i: pvalues[i])
-    adjusted = [0.0] * m
-    running = 0.0
-    for step, index in enumerate(order):
-        running = max(running, min(1.0, (m - step) * pvalues[index]))
-        adjusted[index] = running
-    return adjusted
-
-
 # ---------------------------------------------------------------------------
 # Shared helpers
 # ---------------------------------------------------------------------------
@@ -57,7 +45,7 @@ def test_it_applies_holm_not_holm_sidak():
     p = [0.01, 0.04, 0.03, 0.005]
     # By hand: .005*4=.02, .01*3=.03, .03*2=.06, .04*1=.04 -> raised to .06.
     assert S.holm(p) == pytest.approx([0.03, 0.06, 0.06, 0.02], abs=TOL)
-    assert hand_holm(p) == pytest.approx([0.03, 0.06, 0.06, 0.02], abs=TOL)
+    assert data.hand_holm(p) == pytest.approx([0.03, 0.06, 0.06, 0.02], abs=TOL)
     sidak_first = 1 - (1 - 0.005) ** 4
     assert S.holm(p)[3] != pytest.approx(sidak_first, abs=1e-6)
 
@@ -226,7 +214,7 @@ def test_it_applies_holm_within_grouping_and_level(ratings, participants):
     table = S.group_ttests(ratings, participants, subgroups=data.SUBGROUPS)
     assert len(table) == 4 * 2 * 9  # 4 groupings x 2 levels x 9 models (the reference is a model)
     for _, family in table.groupby(["grouping", "level"]):
-        assert family["p_holm"].tolist() == pytest.approx(hand_holm(family["p"].tolist()), abs=TOL)
+        assert family["p_holm"].tolist() == pytest.approx(data.hand_holm(family["p"].tolist()), abs=TOL)
         assert family["holm_family"].nunique() == 1
 
 
@@ -276,7 +264,7 @@ def test_it_finds_the_planted_regional_effect_only(ratings, participants):
     assert table.loc[data.REGION_SCENARIO, "p_holm"] < 0.05
     assert (table.drop(index=data.REGION_SCENARIO)["p_holm"] >= 0.05).all()
     for _, family in S.regional_anova(ratings, participants).groupby("level"):
-        assert family["p_holm"].tolist() == pytest.approx(hand_holm(family["p"].tolist()), abs=TOL)
+        assert family["p_holm"].tolist() == pytest.approx(data.hand_holm(family["p"].tolist()), abs=TOL)
 
 
 def test_it_matches_welch_anova_by_hand(ratings, participants):
@@ -381,7 +369,7 @@ def test_it_matches_scipy_wilcoxon_and_hand_rank_biserial(ratings):
     assert row["median_ft"] == pytest.approx(np.median(ft), abs=TOL)
     nulls = table.drop(index=data.FT_SYSTEM)
     assert (nulls["p_holm"] < 0.05).sum() <= 1
-    assert table["p_holm"].tolist() == pytest.approx(hand_holm(table["p"].tolist()), abs=TOL)
+    assert table["p_holm"].tolist() == pytest.approx(data.hand_holm(table["p"].tolist()), abs=TOL)
 
 
 def test_it_computes_rank_biserial_by_hand():
@@ -433,7 +421,7 @@ def test_it_matches_scipy_friedman_per_block(ratings):
     assert row["chi2"] == pytest.approx(expected.statistic, abs=TOL)
     assert row["p"] == pytest.approx(expected.pvalue, abs=1e-15)
     assert row["kendall_w"] == pytest.approx(expected.statistic / (120 * 4), abs=TOL)
-    assert table["p_holm"].tolist() == pytest.approx(hand_holm(table["p"].tolist()), abs=TOL)
+    assert table["p_holm"].tolist() == pytest.approx(data.hand_holm(table["p"].tolist()), abs=TOL)
     assert (table["p_holm"] < 0.05).all()  # the reference leads every block
 
 

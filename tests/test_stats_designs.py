@@ -24,6 +24,7 @@ from scipy import stats
 from analysis import charts, frames, registry
 from analysis import stats as S
 from tests.support.researcher import fill_with_bots, finished_run, narrow_analyses
+from tests.support.stats_data import hand_holm
 from tests.test_stats import brute_force_alpha
 
 TOL = 1e-9
@@ -86,15 +87,6 @@ def signed_rank_by_hand(baseline: list[float], treatment: list[float]) -> dict[s
             "rank_biserial": (w_plus - w_minus) / (w_plus + w_minus)}
 
 
-def holm_by_hand(pvalues: list[float]) -> list[float]:
-    order = sorted(range(len(pvalues)), key=lambda i: pvalues[i])
-    adjusted, running = [0.0] * len(pvalues), 0.0
-    for step, i in enumerate(order):
-        running = max(running, min(1.0, (len(pvalues) - step) * pvalues[i]))
-        adjusted[i] = running
-    return adjusted
-
-
 def wilcoxon(ratings: pd.DataFrame) -> pd.DataFrame:
     return S.dimension_wilcoxon(ratings, baseline=BASELINE, treatment=TREATMENT)
 
@@ -133,7 +125,7 @@ def test_holm_runs_across_the_dimensions_within_each_level():
     table = wilcoxon(panel(raters=4, blocks=15))
     assert table["level"].tolist() == ["rater_item"] * 3 + ["rater_mean"] * 3
     for level, rows in table.groupby("level"):
-        assert rows["p_holm"].tolist() == pytest.approx(holm_by_hand(rows["p"].tolist()), abs=TOL)
+        assert rows["p_holm"].tolist() == pytest.approx(hand_holm(rows["p"].tolist()), abs=TOL)
         assert (rows["holm_family"] == f"level={level} (across 3 dimensions)").all()
 
 
@@ -200,7 +192,7 @@ def test_one_dimension_still_tests_when_another_has_no_difference():
     assert np.isnan(table.loc[("rater_item", "advice"), "p"])
     tested = table.loc["rater_item"].drop(index="advice")
     assert tested["p"].notna().all()
-    assert tested["p_holm"].tolist() == pytest.approx(holm_by_hand(tested["p"].tolist()), abs=TOL)
+    assert tested["p_holm"].tolist() == pytest.approx(hand_holm(tested["p"].tolist()), abs=TOL)
 
 
 @pytest.mark.parametrize(("case", "note"), [
@@ -320,7 +312,7 @@ def test_the_equal_shares_test_is_the_chi_square_by_hand_with_holm_over_most_and
         assert rows["p"].tolist() == pytest.approx([p] * 5, rel=1e-9)
         assert (rows["df"] == 4).all() and (rows["note"] == "").all()
         p_values[choice] = p
-    holm = dict(zip(p_values, holm_by_hand(list(p_values.values()))))
+    holm = dict(zip(p_values, hand_holm(list(p_values.values()))))
     for choice, adjusted in holm.items():
         assert table.loc[table["choice"] == choice, "p_holm"].tolist() == pytest.approx([adjusted] * 5, rel=1e-9)
     assert (table["holm_family"] == "the equal-shares tests (most, least)").all()

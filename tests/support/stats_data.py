@@ -203,3 +203,15 @@ def no_item_effect(seed: int) -> pd.DataFrame:
                          "condition": (PAIR["baseline"], PAIR["treatment"])[i % 2],
                          "rating": float(np.clip(np.round(3 + shift + rng.normal(0, 0.7)), 1, 5))})
     return pd.DataFrame(rows)
+
+
+def hand_holm(pvalues: list[float]) -> list[float]:
+    """Holm step-down written out: sort, multiply by (m - i), enforce monotonicity, cap at 1."""
+    m = len(pvalues)
+    order = sorted(range(m), key=lambda i: pvalues[i])
+    adjusted = [0.0] * m
+    running = 0.0
+    for step, index in enumerate(order):
+        running = max(running, min(1.0, (m - step) * pvalues[index]))
+        adjusted[index] = running
+    return adjusted
