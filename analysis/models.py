@@ -45,6 +45,12 @@ class AnalysisRun(models.Model):
     # in stages (the paper's first, then each part task's), and the run is done
     # only when this is empty: the last part to land finishes it.
     pending = models.JSONField(default=list, blank=True)
+    # When this attempt last sent its part tasks (null before its paper's tables
+    # landed), and the tables of the parts a worker has begun: a pending table
+    # in no begun part long after the sending lost its message to a broker
+    # outage, and is sent again (``analysis.runs.analysis_run_parts_resend``).
+    parts_sent_at = models.DateTimeField(null=True, blank=True)
+    parts_started = models.JSONField(default=list, blank=True)
     n_participants = models.PositiveIntegerField(default=0)
     n_retained = models.PositiveIntegerField(default=0)
 

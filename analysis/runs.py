@@ -1,8 +1,14 @@
 """The whole life of a run, analysis or metrics: create, enqueue, claim, steps, persist, finish.
 
 A run is a row with a status. It is created queued and its task is sent once
-the row is committed; a broker outage leaves it queued, and ``runs_requeue``
-(worker start and reconnect, ``manage.py requeue_stale_runs``) sends it again.
+the row is committed, on a connection that gives up after a fraction of a
+second: a broker that is down or hung leaves the run queued, never the request
+waiting. ``runs_requeue`` (worker start and reconnect, Celery beat, ``manage.py
+requeue_stale_runs``) sends it again. No message ever waits inside a worker
+for a lease to expire (a delivery for a run another attempt holds does
+nothing): a delayed message held unacknowledged across two broker outages
+took the worker down with it. Beat's pass sends the run again once the lease
+has expired.
 A delivery claims the run with a conditional UPDATE (queued -> running, or
 running with an expired lease after a worker died), which bumps ``attempts``.
 Every later write names the attempt it belongs to and checks, under a row
@@ -15,7 +21,9 @@ sends one *part* task per slow analysis and one for the quick rest. Each part
 lands its tables the same way; the row lock serializes the landings, and the
 landing that empties the run's ``pending`` list finishes the run (a chord whose
 join is the run row: no result backend is needed, and it works the same when
-tasks run in-process without a broker).
+tasks run in-process without a broker). A part marks its tables begun
+(``parts_started``); the parts no worker has begun lost their message if the
+broker went away, and ``analysis_run_parts_resend`` sends them again.
 
 The Celery tasks (``analysis.tasks``) only call :func:`task_body` and
 :func:`analysis_run_part`.
@@ -77,7 +85,6 @@ KINDS = (ANALYSIS, METRICS)
 class Claim:
     attempt: int | None  # set when this caller now owns the run
     status: str  # the run's status after the claim ("missing" when there is no such run)
-    retry_in: float | None = None  # another attempt holds a live lease: try again after this many seconds
 
 
 def run_lease_seconds() -> float:
@@ -92,8 +99,9 @@ def run_lease_seconds() -> float:
 # --------------------------------------------------------------------------- create and enqueue
 
 
-# A queued run older than this may have lost its message: asking for it again sends it again.
-_RESEND_AFTER_SECONDS = 60
+#: A queued run (or a part no worker began) older than this may have lost its message: asking for it
+#: again, or beat's pass, sends it again.
+RESEND_AFTER_SECONDS = 30
 
 
 def _queued_or_new(kind: RunKind, *, study: Study, requested_by: str, **identity: Any) -> models.Model:
@@ -108,7 +116,7 @@ def _queued_or_new(kind: RunKind, *, study: Study, requested_by: str, **identity
         Study.objects.select_for_update().filter(pk=study.pk).first()
         queued = kind.model.objects.filter(study=study, status=Status.QUEUED, **identity).order_by("id").first()
         if queued is not None:
-            if queued.created_at < timezone.now() - timedelta(seconds=_RESEND_AFTER_SECONDS):
+            if queued.created_at < timezone.now() - timedelta(seconds=RESEND_AFTER_SECONDS):
                 # Its message may have been lost to a broker outage; a second one is harmless.
                 transaction.on_commit(lambda: run_enqueue(kind=kind, run_id=queued.pk))
             return queued
@@ -130,20 +138,38 @@ def metrics_run_create(*, study: Study, requested_by: str = "") -> MetricsRun:
     return _queued_or_new(METRICS, study=study, requested_by=requested_by)
 
 
-def run_enqueue(*, kind: RunKind, run_id: int) -> bool:
-    """Send the run's task; False when the broker is unreachable (the run stays queued).
+def _send(task_name: str, args: tuple) -> None:
+    """Send one task now, or raise; without a broker (tasks in-process) run it here.
 
-    A broker outage must not turn the researcher's request into an error: the
-    queued run is sent again by ``runs_requeue``. Sending a run twice is
-    harmless: only one delivery can claim it. The task is looked up by name
-    so that this module does not import the task module (which imports it).
+    The message goes over its own connection whose every socket operation
+    gives up after ``RUN_PUBLISH_TIMEOUT_SECONDS``, with no retry: a broker
+    that is down refuses at once, and one that hangs (stopped, overloaded)
+    must not hold the caller (a researcher's request) for the pool's 5 s
+    socket timeout. The task is looked up by name so that this module does
+    not import the task module (which imports it).
     """
-    task = current_app.tasks[kind.task_name]
+    task = current_app.tasks[task_name]
     if settings.CELERY_TASK_ALWAYS_EAGER:
-        task.delay(run_id)  # in-process: errors are the caller's to see
+        task.delay(*args)  # in-process: errors are the caller's to see
+        return
+    timeout = float(settings.RUN_PUBLISH_TIMEOUT_SECONDS)
+    options = {"socket_timeout": timeout, "socket_connect_timeout": timeout, "max_retries": 0}
+    with current_app.connection_for_write(transport_options=options, connect_timeout=timeout) as connection:
+        task.apply_async(args, retry=False, connection=connection)
+
+
+def run_enqueue(*, kind: RunKind, run_id: int) -> bool:
+    """Send the run's task; False when the broker is unreachable or hangs (the run stays queued).
+
+    A broker outage must not turn the researcher's request into an error nor
+    make it wait: the queued run is sent again by ``runs_requeue``. Sending a
+    run twice is harmless: only one delivery can claim it.
+    """
+    if settings.CELERY_TASK_ALWAYS_EAGER:
+        _send(kind.task_name, (run_id,))
         return True
     try:
-        task.apply_async((run_id,), retry=False)
+        _send(kind.task_name, (run_id,))
     except Exception as exc:  # noqa: BLE001 - kombu/redis raise many kinds; any means "not sent"
         logger.warning("%s %s stays queued: the broker is unreachable (%s)", kind.label, run_id, type(exc).__name__)
         return False
@@ -173,19 +199,18 @@ def _fail_exhausted(kind: RunKind, lease_expired: Any, **only: Any) -> list[int]
     return ids
 
 
-def runs_requeue(*, older_than_seconds: float = 0, include_running: bool = False) -> dict[str, list[int]]:
+def runs_requeue(*, older_than_seconds: float = 0) -> dict[str, list[int]]:
     """Send again every queued run and every running run whose lease expired, of both kinds.
 
     Returns the ids sent per kind label. A run whose last allowed attempt died
-    too is failed with a message instead. ``include_running`` also sends runs
-    whose lease is still live (a worker starting after a crash): their task
-    waits for the lease, then takes over.
+    too is failed with a message instead. A running run whose lease is live
+    is left alone: its worker may still be computing it, and a message for it
+    would only wait (see the module docstring).
     """
     now = timezone.now()
     expired = now - timedelta(seconds=run_lease_seconds())
-    lease_expired = now if include_running else expired
     stale = Q(status=Status.QUEUED, created_at__lte=now - timedelta(seconds=older_than_seconds)) | Q(
-        status=Status.RUNNING, started_at__lte=lease_expired
+        status=Status.RUNNING, started_at__lte=expired
     )
     sent: dict[str, list[int]] = {}
     for kind in KINDS:
@@ -195,17 +220,70 @@ def runs_requeue(*, older_than_seconds: float = 0, include_running: bool = False
     return sent
 
 
+def runs_and_parts_requeue(*, older_than_seconds: float) -> dict[str, list[int]]:
+    """``runs_requeue`` and ``analysis_run_parts_resend``: every message a broker outage may have lost, sent again.
+
+    The ids sent per kind label, and under "parts" the runs whose parts were sent again.
+    """
+    return {**runs_requeue(older_than_seconds=older_than_seconds),
+            "parts": analysis_run_parts_resend(sent_before_seconds=older_than_seconds)}
+
+
+def analysis_run_parts_resend(*, sent_before_seconds: float) -> list[int]:
+    """Send again the parts no worker has begun, of running runs that sent them ``sent_before_seconds`` ago or more.
+
+    Their message was lost if the broker went away (a restarted Redis starts
+    empty). Returns the ids of the runs whose parts were sent. A part sent
+    twice is harmless: its second delivery finds its tables begun or landed
+    and does nothing. A part the broker does not take now is sent again by
+    the next pass.
+    """
+    now = timezone.now()
+    due = AnalysisRun.objects.filter(status=Status.RUNNING, parts_sent_at__lte=now - timedelta(seconds=sent_before_seconds))
+    resent = []
+    for run in due.exclude(pending=[]).only("id", "attempts", "pending", "parts_started", "parts_sent_at"):
+        lost = [name for name in run.pending if name not in set(run.parts_started) and name in registry.ANALYSES]
+        # Only one pass sends them: the one that moves the sending time on.
+        if not lost or not _owned(ANALYSIS, run.pk, run.attempts).filter(parts_sent_at=run.parts_sent_at).update(
+                parts_sent_at=now):
+            continue
+        plan = fanout.statistics_plan(registry.ANALYSES[name] for name in lost)
+        parts = [*plan.parts, *([tuple(a.name for a in plan.paper)] if plan.paper else [])]
+        logger.warning("run %s: sending again parts %s, which no worker began", run.pk, parts)
+        try:
+            for names in parts:
+                _send(PART_TASK_NAME, (run.pk, run.attempts, list(names)))
+        except Exception as exc:  # noqa: BLE001 - kombu/redis raise many kinds; any means "not sent"
+            logger.warning("run %s: parts not sent again (%s); the next pass tries again", run.pk, type(exc).__name__)
+            continue
+        resent.append(run.pk)
+    return resent
+
+
 def run_waiting_reason(run: models.Model) -> str:
     """Why a run seems stuck, for the monitor ("" when it is not): no worker took it, or its worker died."""
     now = timezone.now()
-    if run.status == Status.QUEUED and run.created_at < now - timedelta(seconds=_RESEND_AFTER_SECONDS):
-        minutes = int((now - run.created_at).total_seconds() // 60)
-        return (f"Queued for {minutes} min: no worker has taken it. Is a celery worker running "
+    if run.status == Status.QUEUED and run.created_at < now - timedelta(seconds=RESEND_AFTER_SECONDS):
+        seconds = int((now - run.created_at).total_seconds())
+        waited = f"{seconds // 60} min" if seconds >= 120 else f"{seconds} s"
+        return (f"Queued for {waited}: no worker has taken it yet. Is a celery worker running "
                 "(bin/run starts one; bin/serve-production with SERVE_CELERY=1)?")
     if run.status == Status.RUNNING and run.started_at < now - timedelta(seconds=run_lease_seconds()):
         return ("Its worker stopped answering (killed or past its time limit). A worker sends it again within "
                 f"a minute; after {run_max_attempts()} attempts it is failed with a reason.")
+    waiting = _parts_waiting(run, now)
+    if waiting:
+        return (f"{len(waiting)} table{'s' if len(waiting) != 1 else ''} ({', '.join(waiting)}) no worker has begun "
+                f"for over {RESEND_AFTER_SECONDS} s: they are sent again every {RESEND_AFTER_SECONDS} s. Is a celery worker running?")
     return ""
+
+
+def _parts_waiting(run: models.Model, now: Any) -> list[str]:
+    """The pending tables of a running analysis run that no worker began in the minute since they were sent."""
+    sent_at = getattr(run, "parts_sent_at", None)
+    if run.status != Status.RUNNING or sent_at is None or sent_at >= now - timedelta(seconds=RESEND_AFTER_SECONDS):
+        return []
+    return [name for name in run.pending if name not in set(run.parts_started)]
 
 
 # --------------------------------------------------------------------------- claim and ownership
@@ -225,9 +303,6 @@ def run_claim(*, kind: RunKind, run_id: int) -> Claim:
         return Claim(attempt=None, status="missing")
     if claimed:
         return Claim(attempt=row["attempts"], status=row["status"])
-    if row["status"] == Status.RUNNING:
-        left = lease - (now - row["started_at"]).total_seconds()
-        return Claim(attempt=None, status=row["status"], retry_in=max(1.0, left + 1))
     return Claim(attempt=None, status=row["status"])
 
 
@@ -341,7 +416,7 @@ def analysis_run_quality_persist(
         )
         AnalysisRun.objects.filter(pk=run_id).update(
             n_participants=len(results), n_retained=int((results["excluded_by"] == "").sum()),
-            pending=list(pending), failures={},
+            pending=list(pending), failures={}, parts_sent_at=None, parts_started=[],
         )
 
 
@@ -486,15 +561,17 @@ def _parts_send(run_id: int, attempt: int, parts: Sequence[Sequence[str]]) -> No
     """Send one task per part; a part the broker does not take is computed here and now.
 
     Without a broker (tasks in-process) each part runs inline, through the same code.
+    The sending time is recorded first, so that a pass of ``analysis_run_parts_resend``
+    can tell a part whose message was lost.
     """
-    task = current_app.tasks[PART_TASK_NAME]
+    _owned(ANALYSIS, run_id, attempt).update(parts_sent_at=timezone.now())
     unsent = []
     for names in parts:
         if settings.CELERY_TASK_ALWAYS_EAGER:
-            task.delay(run_id, attempt, list(names))
+            _send(PART_TASK_NAME, (run_id, attempt, list(names)))
             continue
         try:
-            task.apply_async((run_id, attempt, list(names)), retry=False)
+            _send(PART_TASK_NAME, (run_id, attempt, list(names)))
         except Exception as exc:  # noqa: BLE001 - kombu/redis raise many kinds; any means "not sent"
             logger.warning("run %s: part %s not sent (%s); computing it here", run_id, names, type(exc).__name__)
             unsent.append(names)
@@ -525,13 +602,13 @@ def analysis_run_part(*, run_id: int, attempt: int, names: Sequence[str]) -> str
     """What a part task does: compute the tables ``names`` of the attempt and land them.
 
     Idempotent: a delivery for a superseded attempt, a finished run or tables
-    already landed does nothing. A failure outside the analyses themselves
-    (each analysis's own error is recorded as its failure) fails the run.
+    already landed or begun by another delivery does nothing. A failure outside
+    the analyses themselves (each analysis's own error is recorded as its
+    failure) fails the run.
     """
-    run = _owned(ANALYSIS, run_id, attempt).first()
-    todo = [name for name in names if run is not None and name in run.pending]
+    run, todo = _part_begin(run_id, attempt, names)
     if not todo:
-        logger.info("run %s part %s: nothing to do (landed, superseded or finished)", run_id, list(names))
+        logger.info("run %s part %s: nothing to do (landed, begun, superseded or finished)", run_id, list(names))
         return "nothing to do"
     began = time.perf_counter()
     try:
@@ -555,6 +632,22 @@ def analysis_run_part(*, run_id: int, attempt: int, names: Sequence[str]) -> str
                  error=f"statistics ({', '.join(todo)}): {type(exc).__name__}: {exc}")
         return "failed"
     return "landed"
+
+
+def _part_begin(run_id: int, attempt: int, names: Sequence[str]) -> tuple[AnalysisRun | None, list[str]]:
+    """Mark the tables of ``names`` still pending and not yet begun as begun by this delivery; returns them.
+
+    Under the run row's lock, so that of two deliveries of one part (a message
+    sent again) only one computes it.
+    """
+    with transaction.atomic():
+        run = _owned(ANALYSIS, run_id, attempt).select_for_update().first()
+        if run is None:
+            return None, []
+        todo = [name for name in names if name in run.pending and name not in set(run.parts_started)]
+        if todo:
+            AnalysisRun.objects.filter(pk=run_id).update(parts_started=[*run.parts_started, *todo])
+    return run, todo
 
 
 def _metrics_steps(run: MetricsRun, attempt: int, steps: RunSteps) -> dict[str, Any]:
@@ -601,13 +694,15 @@ def run_execute(*, kind: RunKind, run_id: int, attempt: int) -> None:
         logger.info("%s %s done (attempt %s) in %.2fs", kind.label, run_id, attempt, steps.timings["total"])
 
 
-def task_body(task: Any, *, kind: RunKind, run_id: int) -> str:
-    """What a run's Celery task does: claim the run and compute it. A delivery for a finished run does nothing."""
+def task_body(*, kind: RunKind, run_id: int) -> str:
+    """What a run's Celery task does: claim the run and compute it.
+
+    A delivery for a finished run, or for one another attempt holds, does nothing.
+    """
     claim = run_claim(kind=kind, run_id=run_id)
     if claim.attempt is None:
-        if claim.retry_in is not None:
-            # Another attempt holds a live lease; come back when it would have expired.
-            raise task.retry(countdown=claim.retry_in)
+        # Running means another attempt holds a live lease: if its worker died,
+        # beat's pass sends the run again once the lease has expired.
         logger.info("%s %s is %s; nothing to do", kind.label, run_id, claim.status)
         return claim.status
     run_execute(kind=kind, run_id=run_id, attempt=claim.attempt)

@@ -19,6 +19,13 @@ def analysis_run_latest(*, study: Study) -> AnalysisRun | None:
     return AnalysisRun.objects.filter(study=study).order_by("-created_at", "-id").first()
 
 
+def analysis_runs_unfinished(*, study: Study) -> QuerySet[AnalysisRun]:
+    """The study's runs still queued or running, newest first (for the monitor: a stuck one must show)."""
+    return AnalysisRun.objects.filter(
+        study=study, status__in=[AnalysisRun.Status.QUEUED, AnalysisRun.Status.RUNNING]
+    ).order_by("-created_at", "-id")
+
+
 def analysis_run_latest_done(*, study: Study) -> AnalysisRun | None:
     return (
         AnalysisRun.objects.filter(study=study, status=AnalysisRun.Status.DONE)

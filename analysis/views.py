@@ -50,7 +50,11 @@ def _run_context(study) -> dict:
         frame = selectors.result_table_frame(run=run, name="filter_flow")
         if frame is not None:
             flow = {"columns": list(frame.columns), "rows": frame.astype(object).where(frame.notna(), "").values.tolist()}
-    return {"study": study, "run": run, "flow": flow, "waiting": runs.run_waiting_reason(run) if run else ""}
+    # Older runs still queued or running (a newer one hides them otherwise), each with why it seems stuck.
+    unfinished = [(older, runs.run_waiting_reason(older))
+                  for older in selectors.analysis_runs_unfinished(study=study) if run is None or older.pk != run.pk]
+    return {"study": study, "run": run, "flow": flow, "waiting": runs.run_waiting_reason(run) if run else "",
+            "unfinished": unfinished}
 
 
 @login_required
@@ -74,8 +78,9 @@ def dashboard_data(request: HttpRequest, slug: str) -> JsonResponse:
 @require_POST
 def run_start(request: HttpRequest, slug: str) -> HttpResponse:
     study = study_for_user(request.user, slug)
-    runs.analysis_run_create(study=study, requested_by=request.user.get_username())
-    return redirect("researcher:dashboard", slug=study.slug)
+    run = runs.analysis_run_create(study=study, requested_by=request.user.get_username())
+    # Straight to the run's own page, which shows its tables as they land (queued until a worker takes it).
+    return redirect("researcher:results", slug=study.slug, run_id=run.pk)
 
 
 @login_required
@@ -106,10 +111,10 @@ def _table_for_display(frame, *, level: str):
 @login_required
 @chart_page_csp
 def results(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
-    """A run's tables and figures; while it runs, those landed so far and a list of those still computing."""
+    """A run's tables and figures; while it is queued or runs, those landed so far and a list of those to come."""
     study = study_for_user(request.user, slug)
     run = get_object_or_404(AnalysisRun, study=study, pk=run_id,
-                            status__in=[AnalysisRun.Status.RUNNING, AnalysisRun.Status.DONE])
+                            status__in=[AnalysisRun.Status.QUEUED, AnalysisRun.Status.RUNNING, AnalysisRun.Status.DONE])
     level = request.GET.get("level", "participant")
     if level not in LEVELS:
         level = "participant"
@@ -124,6 +129,7 @@ def results(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
     return render(request, "researcher/results.html", {
         "study": study, "run": run, "sections": sections, "level": level, "levels": LEVELS,
         "failures": sorted(run.failures.items()), "computing": _still_computing(run),
+        "waiting": runs.run_waiting_reason(run),
         "figures": figures, "figure_template": template, **_metrics_context(study),
     })
 

@@ -16,16 +16,18 @@ app.autodiscover_tasks()
 
 class RequeueStaleRuns(bootsteps.StartStopStep):
     """Each time the worker's consumer (re)connects to the broker, send the runs
-    still queued: their first message may have been lost to a broker outage
-    (analysis.runs.run_enqueue), or their worker was killed."""
+    still queued and the parts no worker has begun: their message may have been
+    lost to a broker outage (a restarted Redis starts empty). Runs whose lease
+    is live are left alone (a message for them would wait unacknowledged in
+    this worker; see analysis.runs)."""
 
     requires = {"celery.worker.consumer.tasks:Tasks"}
 
     def start(self, consumer) -> None:
-        from analysis.runs import runs_requeue
+        from analysis.runs import runs_and_parts_requeue
 
         try:
-            sent = runs_requeue(include_running=True)
+            sent = runs_and_parts_requeue(older_than_seconds=0)
         except Exception:  # noqa: BLE001 - a database hiccup must not stop the worker
             logger.exception("could not re-send queued runs")
             return

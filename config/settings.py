@@ -243,6 +243,16 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 30 * 60, minimum=10)
 CELERY_TASK_SOFT_TIME_LIMIT = CELERY_TASK_TIME_LIMIT - 5
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A worker waits for the broker as long as it is away, however often it goes away
+# (Celery's default gives up after 100 tries, and the worker exits).
+CELERY_BROKER_CONNECTION_RETRY = True
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
+# A task running when the broker goes away finishes: its tables land in the
+# database, which is the join of a run's tasks, not the broker.
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
+# Seconds a request may wait on the broker to send a run's task before the run is
+# left queued for beat's pass (a hung broker must not hang the researcher's page).
+RUN_PUBLISH_TIMEOUT_SECONDS = 0.5
 # How long a running analysis attempt owns its run before another delivery may take over.
 ANALYSIS_RUN_LEASE_SECONDS = env_int("ANALYSIS_RUN_LEASE_SECONDS", CELERY_TASK_TIME_LIMIT + 30, minimum=5)
 # Enqueueing must not hang a request while the broker is down: one immediate retry
@@ -263,9 +273,11 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
     CELERY_WORKER_ENABLE_REMOTE_CONTROL = False
 # A run whose workers died this many times is failed with a message instead of retried again.
 ANALYSIS_RUN_MAX_ATTEMPTS = env_int("ANALYSIS_RUN_MAX_ATTEMPTS", 3, minimum=1)
-# Celery beat (``celery worker -B`` in bin/run, or ``celery beat``) sends stale runs again.
+# Celery beat (``celery worker -B`` in bin/run and bin/serve-production, or ``celery
+# beat``) sends again runs and parts whose message was lost, and runs whose worker died.
+ANALYSIS_REQUEUE_SECONDS = env_int("ANALYSIS_REQUEUE_SECONDS", 15, minimum=1)
 CELERY_BEAT_SCHEDULE = {
-    "requeue-stale-runs": {"task": "analysis.requeue_stale_runs", "schedule": 60.0},
+    "requeue-stale-runs": {"task": "analysis.requeue_stale_runs", "schedule": float(ANALYSIS_REQUEUE_SECONDS)},
 }
 
 # Prolific's API (prolific/). The token is read here only: never stored, never logged.
