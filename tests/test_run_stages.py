@@ -7,7 +7,10 @@ part as a worker would.
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
+from django.utils import timezone
 
 from analysis import fanout, registry, runs
 from analysis.exports import ExportUnavailable, export_run
@@ -157,6 +160,65 @@ def test_with_the_broker_gone_the_run_computes_its_parts_itself(staged_study, se
     finally:
         app.conf.task_always_eager, app.conf.broker_url, app._pool, app.amqp._producer_pool = previous
     assert landed(run) == {"filter_flow", "filter_flow_by_subgroup", *PAPER, *OTHERS}
+
+
+# ---------------------------------------------------------------- parts lost to a broker outage (issue 30, item 2)
+
+
+def test_parts_whose_messages_were_lost_are_sent_again_and_finish_the_run(staged_study, held_broker):
+    run = queued_run(staged_study)
+    assert run_analysis(run.pk) == "running"
+    sent = held_messages()  # taken off the broker and dropped: a restarted Redis starts empty
+    assert len(sent) == 3
+    run.refresh_from_db()
+    assert run.parts_sent_at is not None and run.parts_started == []
+    # Beat's pass leaves parts sent a moment ago alone (they may be waiting for a busy worker)...
+    assert runs.analysis_run_parts_resend(sent_before_seconds=runs.RESEND_AFTER_SECONDS) == []
+    assert held_messages() == []
+    # ...and a reconnected worker's pass sends every part no worker began, grouped as before.
+    assert runs.analysis_run_parts_resend(sent_before_seconds=0) == [run.pk]
+    again = held_messages()
+    assert sorted(tuple(args[2]) for _, args in again) == sorted(tuple(args[2]) for _, args in sent)
+    for _, args in again:
+        assert run_analysis_part.apply(args=args).get() == "landed"
+    run.refresh_from_db()
+    assert run.status == "done" and landed(run) == {"filter_flow", "filter_flow_by_subgroup", *PAPER, *OTHERS}
+
+
+def test_a_part_begun_by_one_delivery_is_neither_sent_again_nor_computed_twice(staged_study, held_broker):
+    run = queued_run(staged_study)
+    run_analysis(run.pk)
+    first, *rest = held_messages()
+    runs._part_begin(run.pk, 1, first[1][2])  # a worker has begun the first part and is computing it
+    assert runs.analysis_run_parts_resend(sent_before_seconds=0) == [run.pk]
+    resent = [tuple(args[2]) for _, args in held_messages()]
+    assert tuple(first[1][2]) not in resent and sorted(resent) == sorted(tuple(args[2]) for _, args in rest)
+    # A second delivery of the begun part (its message sent twice) leaves it to the first one.
+    assert run_analysis_part.apply(args=first[1]).get() == "nothing to do"
+    assert not set(first[1][2]) & landed(run)
+
+
+def test_a_delivery_for_a_run_another_attempt_holds_returns_at_once_instead_of_waiting(staged_study, held_broker):
+    run = queued_run(staged_study)
+    run_analysis(run.pk)
+    held_messages()
+    # Was a retry with a countdown of the lease's remainder (up to 1,830 s), a message held unacknowledged.
+    assert run_analysis.apply(args=[run.pk]).get() == "running"
+    assert held_messages() == []
+
+
+def test_the_dashboard_lists_an_older_run_stuck_in_its_parts(staged_study, held_broker, owner_client, owner):
+    staged_study.owners.add(owner)
+    stuck = queued_run(staged_study)
+    run_analysis(stuck.pk)
+    held_messages()  # its parts' messages are lost
+    AnalysisRun.objects.filter(pk=stuck.pk).update(parts_sent_at=timezone.now() - timedelta(minutes=5))
+    newer = AnalysisRun.objects.create(study=staged_study, thresholds={**staged_study.quality_thresholds, "x": 1})
+    dashboard = owner_client.get(f"/studies/{staged_study.slug}/").content.decode()
+    assert f"Latest run <strong>#{newer.pk}</strong>" in dashboard
+    listed = dashboard[dashboard.index("data-unfinished-runs"):]
+    assert f"/runs/{stuck.pk}/" in listed and "4 tables still computing" in listed
+    assert "no worker has begun" in listed
 
 
 # ---------------------------------------------------------------- what researchers see meanwhile
