@@ -77,13 +77,28 @@ def test_the_start_button_creates_a_run_that_finishes(owner_client, filled, quic
     assert 'id="start-run"' in page and "No analysis has run yet." in page
     with django_capture_on_commit_callbacks(execute=True):
         response = owner_client.post(f"/studies/{filled.slug}/runs/")
-    assert response.status_code == 302 and response["Location"] == f"/studies/{filled.slug}/"
     run = AnalysisRun.objects.get(study=filled)
+    # Straight to the run's own page (was the dashboard, where the link came only on the next poll).
+    assert response.status_code == 302 and response["Location"] == f"/studies/{filled.slug}/runs/{run.pk}/"
     assert run.status == "done" and run.requested_by == "owner"
     status = owner_client.get(f"/studies/{filled.slug}/runs/{run.pk}.json").json()
     assert status["status"] == "done"
     page = owner_client.get(f"/studies/{filled.slug}/").content.decode()
     assert 'data-run-status="done"' in page and f"/studies/{filled.slug}/runs/{run.pk}/" in page
+
+
+def test_the_results_page_of_a_queued_run_waits_for_its_tables_instead_of_answering_404(owner_client, filled):
+    response = owner_client.post(f"/studies/{filled.slug}/runs/")  # on_commit never fires here: the run stays queued
+    run = AnalysisRun.objects.get(study=filled)
+    assert run.status == "queued" and response["Location"] == f"/studies/{filled.slug}/runs/{run.pk}/"
+    page = owner_client.get(response["Location"])
+    assert page.status_code == 200
+    text = page.content.decode()
+    assert "(queued)" in text and "Waiting for a worker" in text
+    # The page polls the run's status and reloads when a worker takes it.
+    assert "run_progress.js" in text and 'data-status="queued"' in text
+    dashboard = owner_client.get(f"/studies/{filled.slug}/").content.decode()
+    assert f'href="/studies/{filled.slug}/runs/{run.pk}/">Results as they land' in dashboard
 
 
 def figures_of(page: str) -> dict:

@@ -298,6 +298,32 @@ def test_starting_a_run_with_the_broker_down_answers_at_once_and_leaves_the_run_
     assert all(float(seconds) < 1.0 for _, _, seconds in lines), out.stdout  # was 2.1 s
 
 
+def test_starting_a_run_with_a_hung_broker_answers_within_a_second_and_leaves_the_run_queued():
+    """A broker that accepts connections and never answers (Redis stopped with SIGSTOP): the send gives up
+    after RUN_PUBLISH_TIMEOUT_SECONDS instead of the pool's 5 s socket timeout. A fresh process, as a web worker."""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as hung:
+        hung.bind(("127.0.0.1", 0))
+        hung.listen(16)  # the kernel completes the handshakes; nothing ever reads or answers
+        script = (
+            "import time, django; django.setup(); import analysis.tasks; from analysis import runs\n"
+            "for kind in runs.KINDS:\n"
+            "    began = time.perf_counter(); sent = runs.run_enqueue(kind=kind, run_id=1)\n"
+            "    print(kind.label, sent, round(time.perf_counter() - began, 3))\n"
+        )
+        env = {**os.environ, "CELERY_BROKER_URL": f"redis://127.0.0.1:{hung.getsockname()[1]}/0",
+               "DJANGO_SETTINGS_MODULE": "config.settings"}
+        out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    lines = [line.rsplit(" ", 2) for line in out.stdout.splitlines()]
+    assert [(label, sent) for label, sent, _ in lines] == [("run", "False"), ("metrics run", "False")]
+    assert all(float(seconds) < 1.0 for _, _, seconds in lines), out.stdout  # was 5 s (socket_timeout)
+
+
 def test_a_run_whose_every_attempt_died_is_failed_with_a_reason_instead_of_retried(small_study, settings):
     from analysis.tasks import requeue_stale_runs
 
