@@ -111,6 +111,21 @@ def children_of(pid: int) -> list[int]:
     return [int(p) for p in text.split()]
 
 
+def descendants_of(pid: int) -> list[int]:
+    """Every process below ``pid``, parents before their children."""
+    found = []
+    for child in children_of(pid):
+        found += [child, *descendants_of(child)]
+    return found
+
+
+def command_line(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_text(errors="replace").replace("\0", " ")
+    except FileNotFoundError:
+        return ""
+
+
 def stop_process(proc: subprocess.Popen | None, *, timeout: float = 20, sig: int = signal.SIGTERM) -> None:
     if proc is None or proc.poll() is not None:
         return
@@ -213,12 +228,14 @@ class CeleryWorker:
     log_path: Path | None = None
     proc: subprocess.Popen | None = None
     name: str = "celery"  # the node name; several workers on one machine need different ones
+    beat_schedule: Path | None = None  # run Celery beat in the worker (as bin/serve-production does), with this file
 
     def start(self) -> "CeleryWorker":
         log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
+        beat = ["--beat", "--schedule", str(self.beat_schedule)] if self.beat_schedule else []
         self.proc = subprocess.Popen(
             [PYTHON, "-m", "celery", "-A", "config", "worker", "--concurrency=1", "--loglevel=INFO",
-             "--without-gossip", "--without-mingle", "--without-heartbeat", "-n", f"{self.name}@%h"],
+             "--without-gossip", "--without-mingle", "--without-heartbeat", "-n", f"{self.name}@%h", *beat],
             cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
         )
         return self
@@ -354,12 +371,24 @@ class ServeProduction:
             raise
         return self
 
+    def gunicorn_master_pid(self) -> int | None:
+        """gunicorn's master (below its supervisor subshell), or None while it is being started again."""
+        return self._process_running("gunicorn")
+
+    def celery_worker_pid(self) -> int | None:
+        """The celery worker's main process (below its supervisor subshell), or None."""
+        return self._process_running("celery")
+
+    def _process_running(self, word: str) -> int | None:
+        for pid in descendants_of(self.proc.pid) if self.proc else []:
+            line = command_line(pid)
+            if "-m " + word in line and "bin/serve-production" not in line:
+                return pid
+        return None
+
     def gunicorn_worker_pids(self) -> list[int]:
-        pids = []
-        for child in children_of(self.proc.pid) if self.proc else []:
-            if "gunicorn" in Path(f"/proc/{child}/cmdline").read_text(errors="replace"):
-                pids.extend(children_of(child))
-        return pids
+        master = self.gunicorn_master_pid()
+        return children_of(master) if master else []
 
     def stop(self) -> None:
         stop_process(self.proc, timeout=40)
