@@ -172,8 +172,9 @@ def test_the_page_sends_plotlys_template_once_and_every_figure_without_it(owner_
     assert "layout" in template and "data" in template
 
 
-def test_results_of_a_run_that_is_not_done_are_404(owner_client, study):
-    run = AnalysisRun.objects.create(study=study)
+def test_results_of_a_failed_run_are_404(owner_client, study):
+    # A queued run's page waits for its tables (test_the_results_page_of_a_queued_run_...); a failed one has none.
+    run = AnalysisRun.objects.create(study=study, status="failed", error="quality: boom")
     assert owner_client.get(f"/studies/{study.slug}/runs/{run.pk}/").status_code == 404
 
 
