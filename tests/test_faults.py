@@ -310,7 +310,10 @@ def test_redis_stopped_twice_during_a_runs_fan_out_participants_never_notice_and
     try:
         worker_pid = stack.celery_worker_pid()
         researcher = _researcher_session(services["env"], stack.base_url)
-        thread, holder, recorder = _traffic(stack.base_url, 6, seed=44, think_scale=0.05)
+        # A block in 0.3-2 s: the six participants answer throughout both outages.
+        thread, holder, recorder = _traffic(stack.base_url, 6, seed=44, think_scale=0.08)
+        _stack.wait_until(lambda: any(s.kind == "answer" for s in recorder.samples), timeout=60,
+                          what="the participants' first answers")
         csrf = page_spec_from_html(researcher.request("GET", "/studies/tide/").text).csrf_token
         started = researcher.request("POST", "/studies/tide/runs/", {"csrfmiddlewaretoken": csrf})
         run = _run_rows(alias).order_by("-id").first()
