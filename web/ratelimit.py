@@ -43,8 +43,12 @@ def _on_redis() -> bool:
     return settings.CACHES["default"]["BACKEND"] == _REDIS_BACKEND
 
 
-def _redis(key: str):
-    """The Redis client of the default cache and the key as that cache spells it (prefix, version)."""
+def _redis(key: str) -> tuple[object, str]:
+    """The Redis client of the default cache and the key as that cache spells it (prefix, version).
+
+    Django's cache API has no atomic "increment, expiring once": ``incr`` reads, then
+    writes, and forgets the expiry on the database cache; the client it wraps has both.
+    """
     full_key = cache.make_and_validate_key(f"ratelimit:{key}")
     return cache._cache.get_client(full_key, write=True), full_key
 
