@@ -21,11 +21,11 @@ from rest_framework.parsers import MultiPartParser
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.throttling import UserRateThrottle
 from rest_framework.views import APIView
 
 from surveys.access import studies_visible_to, study_for_user
 from surveys.api import ApiAutoSchema, ErrorSerializer
+from web.throttles import UserRateThrottle
 
 from . import exports, frames, importers, runs, selectors
 from .models import AnalysisRun, ResultTable

@@ -278,6 +278,8 @@ ANALYSIS_RUN_MAX_ATTEMPTS = env_int("ANALYSIS_RUN_MAX_ATTEMPTS", 3, minimum=1)
 ANALYSIS_REQUEUE_SECONDS = env_int("ANALYSIS_REQUEUE_SECONDS", 15, minimum=1)
 CELERY_BEAT_SCHEDULE = {
     "requeue-stale-runs": {"task": "analysis.requeue_stale_runs", "schedule": float(ANALYSIS_REQUEUE_SECONDS)},
+    # Ended sign-in, open-link and API counters (web.ratelimit) would otherwise stay in their table.
+    "purge-rate-counters": {"task": "web.purge_rate_counters", "schedule": 3600.0},
 }
 
 # Prolific's API (prolific/). The token is read here only: never stored, never logged.
@@ -307,7 +309,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "web.pagination.OnePageNumberPagination",
     "PAGE_SIZE": 100,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "DEFAULT_THROTTLE_CLASSES": ["rest_framework.throttling.UserRateThrottle"],
+    "DEFAULT_THROTTLE_CLASSES": ["web.throttles.UserRateThrottle"],
     "DEFAULT_THROTTLE_RATES": {"user": os.environ.get("API_THROTTLE_RATE", "2000/hour")},
 }
 SPECTACULAR_SETTINGS = {
@@ -327,9 +329,10 @@ SPECTACULAR_SETTINGS = {
     "PATH_CONVERTER_OVERRIDES": {"slug": {"type": "string", "pattern": "^[-a-zA-Z0-9_]+$"}},
 }
 
-# Sign-in and API throttle counters live in the default cache, so it must be one
-# that every worker process shares: the database (its table is created by
-# migration web.0001), or Redis with REDIS_CACHE_URL.
+# Sign-in, open-link and API throttle counters (web.ratelimit) must be shared by
+# every worker process: they live in Redis when the default cache is Redis
+# (REDIS_CACHE_URL), else in the database (web.RateCounter). The database cache's
+# table is created by migration web.0001.
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.db.DatabaseCache", "LOCATION": "web_cache"}}
 REDIS_CACHE_URL = os.environ.get("REDIS_CACHE_URL", "")
 if REDIS_CACHE_URL:

@@ -1,4 +1,4 @@
-"""What we keep of a study's life on Prolific: its id there, its submissions, paid bonuses.
+"""What we keep of a study's life on Prolific: its id there, its submissions, the bonus ledger.
 
 The API token is never stored (it comes from the environment, ``settings.PROLIFIC_API_TOKEN``).
 Rows are written only after Prolific accepted the call they record, so a failed call leaves
@@ -70,14 +70,49 @@ class PanelSubmission(models.Model):
 
 
 class BonusPayment(models.Model):
-    """A bonus file paid through Prolific; the same file is never paid twice."""
+    """One bulk bonus paid through Prolific (its lines are in the ledger, ``BonusLine``)."""
 
     panel_study = models.ForeignKey(PanelStudy, on_delete=models.CASCADE, related_name="bonus_payments")
     prolific_id = models.CharField(max_length=64, unique=True)
-    file_sha256 = models.CharField(max_length=64)
+    file_sha256 = models.CharField(max_length=64)  # of the lines sent, for finding the file again
     participants = models.PositiveIntegerField()
     total_amount = models.DecimalField(max_digits=12, decimal_places=2)
     paid_at = models.DateTimeField(auto_now_add=True)
 
+
+class BonusLine(models.Model):
+    """The ledger: every bonus a participant was given in a study, one row each.
+
+    A participant's first bonus is number 1; another one needs the researcher's explicit
+    confirmation for that person and gets the next number. The row is written *before*
+    Prolific is asked to pay, and the unique number per participant makes a second
+    payment of the same bonus impossible, even for two requests at the same instant.
+    """
+
+    class State(models.TextChoices):
+        RESERVED = "reserved", "being paid"
+        UNCERTAIN = "uncertain", "set up on Prolific, payment not confirmed: check Prolific"
+        PAID = "paid", "paid"
+
+    panel_study = models.ForeignKey(PanelStudy, on_delete=models.CASCADE, related_name="bonus_lines")
+    panel_participant_id = models.CharField(max_length=64)
+    number = models.PositiveSmallIntegerField()  # 1 for the participant's first bonus in this study, 2 for a second
+    amount = models.DecimalField(max_digits=8, decimal_places=2)
+    state = models.CharField(max_length=10, choices=State.choices, default=State.RESERVED)
+    bulk_id = models.CharField(max_length=64, blank=True)  # Prolific's id of the bulk bonus, once set up
+    payment = models.ForeignKey(BonusPayment, null=True, blank=True, on_delete=models.PROTECT, related_name="lines")
+    created_at = models.DateTimeField(auto_now_add=True)
+
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["panel_study", "file_sha256"], name="bonus_file_paid_once")]
+        ordering = ["panel_participant_id", "number"]
+        constraints = [
+            models.UniqueConstraint(fields=["panel_study", "panel_participant_id", "number"],
+                                    name="bonus_line_paid_once"),
+            models.CheckConstraint(condition=Q(amount__gt=0) & Q(number__gte=1), name="bonus_line_amount_positive"),
+            models.CheckConstraint(condition=Q(state="paid", payment__isnull=False)
+                                   | (~Q(state="paid") & Q(payment__isnull=True)),
+                                   name="bonus_line_paid_has_payment"),
+        ]
+
+    def __str__(self) -> str:
+        return f"bonus {self.number} of {self.panel_participant_id}: {self.amount} ({self.state})"

@@ -1,15 +1,17 @@
-"""Reads for the Prolific round trip: the study on Prolific, the review plan, the group's members."""
+"""Reads for the Prolific round trip: the study on Prolific, the review plan, the group's members, the bonus plan."""
 
 from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from decimal import Decimal
 
 from analysis import selectors as analysis_selectors
 from analysis.quality import REJECT_ATTENTION, REJECT_TOO_FAST
 from surveys.models import Participant, Study
 
-from .models import PanelStudy, PanelSubmission
+from .bonus_files import BonusRow, bonus_rows, csv_bonuses
+from .models import BonusLine, PanelStudy, PanelSubmission
 
 AWAITING_REVIEW = "AWAITING REVIEW"
 
@@ -94,3 +96,47 @@ def group_members(*, panel: PanelStudy) -> list[str]:
     rejected = PanelSubmission.objects.filter(panel_study=panel, status="REJECTED").values_list(
         "panel_participant_id", flat=True)
     return sorted(set(completed) | set(rejected))
+
+
+# ---------------------------------------------------------------------- bonuses
+
+
+@dataclass(frozen=True)
+class BonusPlanLine:
+    row: BonusRow
+    earlier: list[BonusLine]  # this participant's bonuses in the ledger, first first
+
+    @property
+    def number(self) -> int:
+        """The number this bonus gets in the participant's ledger."""
+        return len(self.earlier) + 1
+
+
+@dataclass(frozen=True)
+class BonusPlan:
+    lines: list[BonusPlanLine]
+
+    @property
+    def already_given(self) -> list[BonusPlanLine]:
+        return [line for line in self.lines if line.earlier]
+
+    @property
+    def total(self) -> Decimal:
+        return sum((line.row.amount for line in self.lines), Decimal(0))
+
+    def csv_bonuses(self) -> str:
+        return csv_bonuses([line.row for line in self.lines])
+
+
+def bonus_plan(*, panel: PanelStudy, data: bytes) -> BonusPlan:
+    """The file's bonuses, each with what the ledger already holds for that participant (``BonusFileRefused``)."""
+    rows = bonus_rows(panel=panel, data=data)
+    earlier: dict[str, list[BonusLine]] = {}
+    for line in panel.bonus_lines.filter(panel_participant_id__in=[row.panel_participant_id for row in rows]):
+        earlier.setdefault(line.panel_participant_id, []).append(line)
+    return BonusPlan([BonusPlanLine(row, earlier.get(row.panel_participant_id, [])) for row in rows])
+
+
+def bonus_ledger(*, panel: PanelStudy) -> list[BonusLine]:
+    """Every bonus line of the study, by participant then number."""
+    return list(panel.bonus_lines.all())

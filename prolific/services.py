@@ -8,17 +8,15 @@ Refusals of ours (a study that cannot go to Prolific, a bad bonus file) raise
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import logging
 import secrets
+from collections.abc import Collection
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
 from urllib.parse import quote
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.urls import reverse
 
 from surveys import clock
@@ -26,16 +24,12 @@ from surveys.models import Participant, Study
 
 from . import selectors
 from .client import ProlificClient, ProlificError
-from .models import RELEASING_STATUSES, BonusPayment, PanelStudy, PanelSubmission
+from .errors import PanelRefused
+from .models import RELEASING_STATUSES, BonusLine, BonusPayment, PanelStudy, PanelSubmission
 
 log = logging.getLogger(__name__)
 
 TRANSITIONS = {"publish": "PUBLISH", "pause": "PAUSE", "resume": "START"}
-MAX_BONUS = Decimal("100.00")  # per participant: a typo such as 425 for 4.25 is refused
-
-
-class PanelRefused(ValueError):
-    """Our side refuses (the message says why); nothing was sent to Prolific."""
 
 
 @dataclass(frozen=True)
@@ -192,66 +186,64 @@ def review_apply(*, panel: PanelStudy, confirmed_fingerprint: str,
 # ---------------------------------------------------------------------- bonuses
 
 
-def _bonus_rows(panel: PanelStudy, text: str) -> list[tuple[str, Decimal]]:
-    """(Prolific id, amount) per line of ``participant,amount``; every problem at once."""
-    study = panel.study
-    by_pseudonym = dict(Participant.objects.filter(study=study).values_list("pseudonym", "external_id"))
-    panel_ids = set(Participant.objects.filter(study=study).values_list("external_id", flat=True))
-    panel_ids |= set(panel.submissions.values_list("panel_participant_id", flat=True))
-    rows, problems, seen = [], [], set()
-    for number, fields in enumerate(csv.reader(io.StringIO(text)), start=1):
-        if not fields or not "".join(fields).strip():
-            continue
-        if number == 1 and fields[-1].strip().lower() in {"amount", "bonus"}:
-            continue  # a header
-        if len(fields) != 2:
-            problems.append(f"line {number}: two columns expected (participant, amount)")
-            continue
-        who, amount_text = fields[0].strip(), fields[1].strip()
-        panel_id = by_pseudonym.get(who) or (who if who in panel_ids else None)
-        try:
-            amount = Decimal(amount_text)
-            valid = amount.is_finite() and Decimal(0) < amount <= MAX_BONUS and amount == amount.quantize(Decimal("0.01"))
-        except InvalidOperation:
-            valid = False
-        if panel_id is None:
-            problems.append(f"line {number}: {who[:40]!r} is no participant of this study (pseudonym or panel id)")
-        elif not valid:
-            problems.append(f"line {number}: amount {amount_text[:20]!r} is not between 0.01 and {MAX_BONUS}")
-        elif panel_id in seen:
-            problems.append(f"line {number}: {who[:40]!r} is given a bonus twice")
-        else:
-            seen.add(panel_id)
-            rows.append((panel_id, amount))
-    if problems:
-        raise PanelRefused("; ".join(problems[:10]) + (f" (and {len(problems) - 10} more)" if len(problems) > 10 else ""))
-    if not rows:
-        raise PanelRefused("the file has no bonus: one line per participant, e.g. 5f1a...,1.50")
-    return rows
+def _earlier_text(line: selectors.BonusPlanLine) -> str:
+    given = ", ".join(f"{earlier.amount} ({earlier.get_state_display()}, {earlier.created_at:%Y-%m-%d %H:%M} UTC)"
+                      for earlier in line.earlier)
+    return f"{line.row.pseudonym or line.row.panel_participant_id}: {given}"
 
 
-def bonuses_pay(*, panel: PanelStudy, data: bytes, client: ProlificClient | None = None) -> BonusPayment:
-    """Set up the bonuses of a CSV file on Prolific, then pay them (a file is paid once)."""
+def _reserve(panel: PanelStudy, plan: selectors.BonusPlan) -> list[int]:
+    """Write the plan's lines to the ledger before anything is paid; the unique number refuses a second writer."""
     try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise PanelRefused("the bonus file is not UTF-8 text") from None
-    rows = _bonus_rows(panel, text)
-    csv_bonuses = "\n".join(f"{panel_id},{amount}" for panel_id, amount in rows)
-    digest = hashlib.sha256(csv_bonuses.encode()).hexdigest()
-    if panel.bonus_payments.filter(file_sha256=digest).exists():
-        raise PanelRefused("these bonuses were already paid (the same participants and amounts)")
+        with transaction.atomic():
+            return [BonusLine.objects.create(panel_study=panel, panel_participant_id=line.row.panel_participant_id,
+                                             number=line.number, amount=line.row.amount).pk
+                    for line in plan.lines]
+    except IntegrityError:
+        raise PanelRefused("some of these bonuses were paid meanwhile (another request): look at the bonuses "
+                           "again before paying") from None
+
+
+def bonuses_pay(*, panel: PanelStudy, data: bytes, pay_again: Collection[str] = (),
+                client: ProlificClient | None = None) -> BonusPayment:
+    """Pay the bonuses of a CSV file through Prolific, each participant at most once.
+
+    A participant who already has a bonus in this study's ledger is paid again only if
+    their Prolific id is in ``pay_again`` (the researcher's explicit, per-person
+    confirmation); otherwise the whole file is refused, listing what they were given.
+    The lines enter the ledger before Prolific is called: a failed set-up takes them
+    out again, a failed pay call leaves them as "uncertain" (Prolific may have paid).
+    """
+    plan = selectors.bonus_plan(panel=panel, data=data)
+    unconfirmed = [line for line in plan.already_given if line.row.panel_participant_id not in pay_again]
+    if unconfirmed:
+        raise PanelRefused("already paid a bonus in this study (a second one needs your confirmation for each person): "
+                           + "; ".join(_earlier_text(line) for line in unconfirmed[:10])
+                           + (f" (and {len(unconfirmed) - 10} more)" if len(unconfirmed) > 10 else ""))
+    line_ids = _reserve(panel, plan)
+    lines = BonusLine.objects.filter(pk__in=line_ids)
+    csv_bonuses = plan.csv_bonuses()
     client = client or ProlificClient()
-    bulk = client.bonus_setup(panel.prolific_id, csv_bonuses)
+    try:
+        bulk = client.bonus_setup(panel.prolific_id, csv_bonuses)
+    except ProlificError:
+        lines.delete()  # nothing can be paid without a set-up
+        raise
+    lines.update(bulk_id=bulk["id"])
     try:
         client.bonus_pay(bulk["id"])
     except ProlificError as exc:
+        lines.update(state=BonusLine.State.UNCERTAIN)
         raise ProlificError(f"{exc}. The bonuses were set up on Prolific (id {bulk['id']}) but may not be paid: "
-                            "check Prolific before trying again") from None
-    return BonusPayment.objects.create(
-        panel_study=panel, prolific_id=bulk["id"], file_sha256=digest, participants=len(rows),
-        total_amount=sum((amount for _, amount in rows), Decimal(0)),
-    )
+                            "check Prolific before trying again. The ledger keeps them as possibly paid: paying them "
+                            "again needs your confirmation for each person") from None
+    with transaction.atomic():
+        payment = BonusPayment.objects.create(
+            panel_study=panel, prolific_id=bulk["id"], file_sha256=hashlib.sha256(csv_bonuses.encode()).hexdigest(),
+            participants=len(plan.lines), total_amount=plan.total,
+        )
+        lines.update(state=BonusLine.State.PAID, payment=payment)
+    return payment
 
 
 # ------------------------------------------------------------ participant group

@@ -1,4 +1,4 @@
-"""Researcher pages of the Prolific round trip: create the draft, publish, pause, sync, review.
+"""Researcher pages of the Prolific round trip: create the draft, publish, pause, sync, review, bonuses.
 
 Owners (and staff) only, anyone else gets 404; every action is a POST with CSRF.
 A refusal of ours answers 400 and one from Prolific 502, each with the page and its
@@ -17,7 +17,8 @@ from surveys.models import Study
 
 from . import selectors, services
 from .client import ProlificError
-from .forms import DraftForm
+from .forms import BonusFileForm, DraftForm
+from .models import PanelStudy
 
 
 def _page(request: HttpRequest, study: Study, *, status: int = 200, form: DraftForm | None = None,
@@ -90,3 +91,46 @@ def review_page(request: HttpRequest, slug: str) -> HttpResponse:
     plan = selectors.review_plan(panel=panel)
     context.update(plan=plan, approve=plan.of("approve"), reject=plan.of("reject"), leave=plan.of("leave"))
     return render(request, "prolific/review.html", context, status=status)
+
+
+@login_required
+def bonuses_page(request: HttpRequest, slug: str) -> HttpResponse:
+    """Bonuses in two steps: a file is checked and shown against the ledger, then the confirmed lines are paid.
+
+    The confirmation form carries the lines as shown (``line``) and, for each participant
+    who already has a bonus in this study, an unticked box (``pay_again``): only a ticked
+    box pays that person again (``services.bonuses_pay`` refuses otherwise).
+    """
+    study = study_for_user(request.user, slug)
+    panel = selectors.panel_study_of(study=study)
+    if panel is None:
+        raise Http404("This study has no study on Prolific")
+    context, status, form = {"study": study, "panel": panel}, 200, BonusFileForm()
+    if request.method == "POST" and "line" in request.POST:
+        lines = "\n".join(request.POST.getlist("line")).encode()
+        try:
+            payment = services.bonuses_pay(panel=panel, data=lines, pay_again=set(request.POST.getlist("pay_again")))
+            context["notice"] = (f"{payment.participants} bonuses paid on Prolific, {payment.total_amount} in all "
+                                 f"(Prolific id {payment.prolific_id}).")
+        except (services.PanelRefused, ProlificError) as exc:
+            context["error"], status = str(exc), _failure(exc)
+            context["plan"] = _plan_or_none(panel, lines)
+    elif request.method == "POST":
+        form = BonusFileForm(request.POST, request.FILES)
+        if not form.is_valid():
+            status = 400
+        else:
+            try:
+                context["plan"] = selectors.bonus_plan(panel=panel, data=form.cleaned_data["file"].read())
+            except services.PanelRefused as exc:
+                context["error"], status = str(exc), 400
+    context.update(form=form, ledger=selectors.bonus_ledger(panel=panel))
+    return render(request, "prolific/bonuses.html", context, status=status)
+
+
+def _plan_or_none(panel: PanelStudy, lines: bytes) -> selectors.BonusPlan | None:
+    """The confirmation shown again after a refusal, as the ledger now stands (None for lines that no longer parse)."""
+    try:
+        return selectors.bonus_plan(panel=panel, data=lines)
+    except services.PanelRefused:
+        return None

@@ -5,8 +5,9 @@ a participant whose id the server draws (nothing comes from the visitor). The id
 is kept in a signed cookie of that study's path, so one browser is one
 participant: coming back, even after the session ended, resumes them, and a
 finisher sees their completion page again instead of starting over. New starts
-are limited per address (``OPEN_LINK_STARTS_PER_HOUR``), counted in the shared
-cache (``web.ratelimit``) so the limit holds across workers.
+are limited per address (``OPEN_LINK_STARTS_PER_HOUR``), counted by the shared
+atomic counters of ``web.ratelimit``, so the limit holds across workers and under
+bursts of parallel starts.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import secrets
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 
-from web.ratelimit import count, digest, increment
+from web.ratelimit import digest, hit, release
 
 from .models import Study
 
@@ -49,11 +50,10 @@ def _starts_key(request: HttpRequest, study: Study) -> str:
     return f"open-starts:{digest(f'{study.pk}:{address}')}"
 
 
-def start_allowed(request: HttpRequest, study: Study) -> bool:
-    return count(_starts_key(request, study)) < settings.OPEN_LINK_STARTS_PER_HOUR
-
-
-def new_participant_id(request: HttpRequest, study: Study) -> str:
-    """A fresh anonymous id, counted against this address's new starts."""
-    increment(_starts_key(request, study), _WINDOW_SECONDS)
+def new_participant_id(request: HttpRequest, study: Study) -> str | None:
+    """A fresh anonymous id, counted against this address's new starts; None once they are used up."""
+    key = _starts_key(request, study)
+    if hit(key, _WINDOW_SECONDS) > settings.OPEN_LINK_STARTS_PER_HOUR:
+        release(key)  # a refused start is no start
+        return None
     return ID_PREFIX + secrets.token_hex(16)

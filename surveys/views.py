@@ -223,9 +223,9 @@ def _open_entry(request: HttpRequest, study: Study) -> HttpResponse:
         if refusal:
             return refusal
         if external_id is None:
-            if not open_links.start_allowed(request, study):
-                return render(request, "surveys/too_many_starts.html", {"study": study}, status=429)
             external_id = open_links.new_participant_id(request, study)
+            if external_id is None:
+                return render(request, "surveys/too_many_starts.html", {"study": study}, status=429)
     response = _begin(request, study, external_id=external_id, participant=participant)
     return open_links.remember(response, study, external_id)
 

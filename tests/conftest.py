@@ -142,11 +142,14 @@ def owner_api(owner, owner_token) -> APIClient:
 
 @pytest.fixture
 def fresh_cache(db):
-    """An empty cache: sign-in failure counters and API throttles live there, keyed by ids that repeat between tests.
+    """No rate-limit counter (sign-in, open-link starts, API throttles: keyed by ids that repeat between tests) and an empty cache.
 
-    The cache is the database's (shared by every worker), so each test's counters
-    also vanish with its transaction.
+    The counters live in the database (``web.RateCounter``) or, with a Redis cache,
+    in Redis, which ``cache.clear()`` empties.
     """
+    from web.models import RateCounter
+
+    RateCounter.objects.all().delete()
     cache.clear()
 
 

@@ -118,6 +118,7 @@ EXPECTED: dict[str, Expect] = {
     "prolific:panel": researcher_page(S + "/prolific/"),
     "prolific:create": researcher_page(S + "/prolific/create/", method="POST", owner=400),
     "prolific:review": researcher_page(S + "/prolific/review/", owner=404),
+    "prolific:bonuses": researcher_page(S + "/prolific/bonuses/", owner=404),
     "prolific:action": researcher_page(S + "/prolific/publish/", method="POST", owner=404),
     # The load balancer's probe: public, touches no database.
     "healthz": public("/healthz", 200),

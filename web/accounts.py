@@ -1,7 +1,10 @@
 """Researcher sign-in, rate-limited against password guessing.
 
-Failures are counted per account and per address, in the default cache, which
-every worker shares (``web.ratelimit``).
+Attempts are counted per account and per address with the shared atomic
+counters of ``web.ratelimit``, *before* the password is checked: each attempt
+takes a place in the window first, so of any burst of parallel attempts at most
+``MAX_FAILURES`` reach the password check. An attempt that is refused, or whose
+password is right, gives its place back: only failures stay counted.
 
 - An account with ``MAX_FAILURES`` failures in the window is locked, whatever
   the address: this stops guessing one password.
@@ -17,7 +20,7 @@ from django.contrib.auth import views as auth_views
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from web.ratelimit import count, digest, increment
+from web.ratelimit import count, digest, hit, release
 
 MAX_FAILURES = 10
 MAX_ADDRESS_FAILURES = 30
@@ -26,6 +29,10 @@ WINDOW_SECONDS = 15 * 60
 
 def _username(request: HttpRequest) -> str:
     return (request.POST.get("username") or "").strip().lower()[:150]
+
+
+def _address(request: HttpRequest) -> str:
+    return request.META.get("REMOTE_ADDR", "unknown")
 
 
 def _account_key(username: str) -> str:
@@ -40,18 +47,25 @@ def _address_account_key(address: str, username: str) -> str:
     return f"login-fail:address-account:{digest(address + chr(0) + username)}"
 
 
-def _too_many(request: HttpRequest) -> bool:
-    username, address = _username(request), request.META.get("REMOTE_ADDR", "unknown")
-    if count(_account_key(username)) >= MAX_FAILURES:
-        return True
-    spraying = count(_address_key(address)) >= MAX_ADDRESS_FAILURES
-    return spraying and count(_address_account_key(address, username)) > 0
+def _attempt_keys(request: HttpRequest) -> tuple[str, str]:
+    return _account_key(_username(request)), _address_key(_address(request))
 
 
-def _count_failure(request: HttpRequest) -> None:
-    username, address = _username(request), request.META.get("REMOTE_ADDR", "unknown")
-    for key in (_account_key(username), _address_key(address), _address_account_key(address, username)):
-        increment(key, WINDOW_SECONDS)
+def _attempt_allowed(request: HttpRequest) -> bool:
+    """Count this attempt (account and address); False, with the count taken back, when over a limit."""
+    account_key, address_key = _attempt_keys(request)
+    account_attempts, address_attempts = hit(account_key, WINDOW_SECONDS), hit(address_key, WINDOW_SECONDS)
+    spraying = (address_attempts > MAX_ADDRESS_FAILURES
+                and count(_address_account_key(_address(request), _username(request))) > 0)
+    if account_attempts > MAX_FAILURES or spraying:
+        _give_back(request)
+        return False
+    return True
+
+
+def _give_back(request: HttpRequest) -> None:
+    for key in _attempt_keys(request):
+        release(key)
 
 
 class RateLimitedLoginView(auth_views.LoginView):
@@ -59,10 +73,15 @@ class RateLimitedLoginView(auth_views.LoginView):
     redirect_authenticated_user = True
 
     def post(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
-        if _too_many(request):
+        if not _attempt_allowed(request):
             return render(request, "registration/locked.html", {"minutes": WINDOW_SECONDS // 60}, status=429)
         return super().post(request, *args, **kwargs)
 
+    def form_valid(self, form) -> HttpResponse:
+        _give_back(self.request)  # a right password is no failure
+        return super().form_valid(form)
+
     def form_invalid(self, form) -> HttpResponse:
-        _count_failure(self.request)
+        # The attempt's account and address counts stay: they were this failure's.
+        hit(_address_account_key(_address(self.request), _username(self.request)), WINDOW_SECONDS)
         return super().form_invalid(form)

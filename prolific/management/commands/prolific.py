@@ -22,6 +22,9 @@ class Command(BaseCommand):
         parser.add_argument("--reward-cents", type=int, default=0, help="create: the reward in cents (pence)")
         parser.add_argument("--minutes", type=int, help="create: estimated minutes (default: the study's)")
         parser.add_argument("--yes", action="store_true", help="approve: act on the list shown")
+        parser.add_argument("--pay-again", action="append", default=[], metavar="PROLIFIC_ID",
+                            help="bonus: pay this participant although they already have a bonus in this study "
+                                 "(once per person)")
 
     def handle(self, *args, **options) -> None:
         study = Study.objects.filter(slug=options["study"]).first()
@@ -75,7 +78,7 @@ class Command(BaseCommand):
             data = Path(options["file"]).read_bytes()
         except OSError as exc:
             raise CommandError(f"cannot read {options['file']}: {exc.strerror}") from None
-        payment = services.bonuses_pay(panel=panel, data=data)
+        payment = services.bonuses_pay(panel=panel, data=data, pay_again=set(options["pay_again"]))
         return f"{payment.participants} bonuses paid, {payment.total_amount} in all (Prolific id {payment.prolific_id})"
 
     def _group(self, study, panel, options) -> str:
