@@ -199,7 +199,8 @@ def _bonus_rows(panel: PanelStudy, text: str) -> list[tuple[str, Decimal]]:
     panel_ids = set(Participant.objects.filter(study=study).values_list("external_id", flat=True))
     panel_ids |= set(panel.submissions.values_list("panel_participant_id", flat=True))
     rows, problems, seen = [], [], set()
-    for number, fields in enumerate(csv.reader(io.StringIO(text)), start=1):
+    # newline="": a CR alone (classic-Mac files) ends a line too, as LF and CRLF do.
+    for number, fields in enumerate(csv.reader(io.StringIO(text, newline="")), start=1):
         if not fields or not "".join(fields).strip():
             continue
         if number == 1 and fields[-1].strip().lower() in {"amount", "bonus"}:
