@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 
 import yaml
 from django.conf import settings
-from pydantic import Discriminator, Field, Tag, ValidationError, ValidationInfo, create_model, field_validator, model_validator
+from pydantic import BaseModel, Discriminator, Field, Tag, ValidationError, ValidationInfo, create_model, field_validator, model_validator
 
 from . import limits
 from .definition_parts import (
@@ -328,16 +328,19 @@ with warnings.catch_warnings():
     )
 
 
-def unclassified_fields() -> list[str]:
-    """Fields of ``StudyDefinition`` declared with neither ``facing`` nor ``not_facing`` (a test keeps this empty)."""
-    return [name for name, field in StudyDefinition.model_fields.items() if facing_mark(field) is None]
+def unclassified_fields(model: type[BaseModel] = StudyDefinition) -> list[str]:
+    """Fields declared with neither ``facing`` nor ``not_facing`` (a test keeps StudyDefinition's empty)."""
+    return [name for name, field in model.model_fields.items() if facing_mark(field) is None]
 
 
-#: What a participant sees or answers on: it must not change once they exist (``surveys.loader``). A field
-#: declared without its mark counts as participant-facing, so that forgetting it can only refuse a reload.
-PARTICIPANT_FACING = frozenset(
-    name for name, field in StudyDefinition.model_fields.items() if facing_mark(field) is not False
-)
+def participant_facing_fields(model: type[BaseModel] = StudyDefinition) -> frozenset[str]:
+    """The fields participants see or answer on. One declared without its mark counts among them, so that
+    forgetting the mark can only refuse a reload, never let a change under existing answers through."""
+    return frozenset(name for name, field in model.model_fields.items() if facing_mark(field) is not False)
+
+
+#: What a participant sees or answers on: it must not change once they exist (``surveys.loader``).
+PARTICIPANT_FACING = participant_facing_fields()
 
 
 class DefinitionError(Exception):

@@ -94,7 +94,6 @@ def _with_nul(definition: dict, index: int) -> tuple[dict, str, bool]:
     return broken, path, is_key
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("fixture", FIXTURE_FILES)
 def test_a_nul_in_any_text_of_a_fixture_is_refused_with_its_path(fixture):
     definition = _definition(fixture)
