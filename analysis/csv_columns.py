@@ -14,7 +14,7 @@ import codecs
 import csv
 import io
 from collections.abc import Callable, Iterator
-from typing import IO, Protocol
+from typing import IO, AnyStr, Protocol
 
 import numpy as np
 import pandas as pd
@@ -174,14 +174,14 @@ class Upload:
         self._text: str | None = None
         if isinstance(file, io.TextIOBase) or not (hasattr(file, "read") and isinstance(file.read(0), bytes)):
             try:
-                self._text = text_view(file).read()
+                self._text = lf_line_endings(text_view(file).read())
             except UnicodeDecodeError as exc:
                 raise _undecodable_text_file(file, exc) from None
             self.has_nul = "\0" in self._text
             if self.has_nul and (problem := _not_text(self._text.encode("utf-8"))):
                 raise problem
             return
-        raw = file.read()
+        raw = lf_line_endings(file.read())
         self.has_nul = b"\0" in raw
         if not raw.isascii():
             self._text = _utf8_text(raw)
@@ -208,13 +208,21 @@ class Upload:
             start = end
 
 
+def lf_line_endings(content: AnyStr) -> AnyStr:
+    """A file saved with classic-Mac line endings (a CR alone ends each line, no LF anywhere) with LFs instead,
+    so that every reader splits it into its lines; other files are left as they are (a CR inside a quoted
+    cell of a CRLF file is the cell's own)."""
+    cr, lf = ("\r", "\n") if isinstance(content, str) else (b"\r", b"\n")
+    return content.replace(cr, lf) if cr in content and lf not in content else content
+
+
 def _undecodable_text_file(file: IO, exc: UnicodeDecodeError) -> NotText:
     """A file opened as text whose bytes are not UTF-8: located in those bytes when they can be read again."""
     buffer = getattr(file, "buffer", None)
     if buffer is not None and buffer.seekable():
         buffer.seek(0)
         try:
-            _utf8_text(buffer.read())
+            _utf8_text(lf_line_endings(buffer.read()))
         except NotText as problem:
             return problem
     return NotText(1, "", f"not UTF-8 text ({exc.reason}); {SAVE_AS_UTF8}")

@@ -413,6 +413,8 @@ def everything_zip(*, run: AnalysisRun) -> Iterator[bytes]:
                     member.write(chunk)
                     yield sink.drain()
         questions = DemographicQuestion.objects.filter(study_id=run.study_id)
-        archive.writestr("codebook.csv", b"".join(csv_bytes(codebook_rows(headers, study_entries(questions)))))
+        # The study's own words (a demographic choice such as "=1+1") reach the codebook's cells too.
+        codebook = ([csv_cell(cell) for cell in row] for row in codebook_rows(headers, study_entries(questions)))
+        archive.writestr("codebook.csv", b"".join(csv_bytes(codebook)))
         archive.writestr("README.txt", zip_readme_text(run=run, files=descriptions))
     yield sink.drain()

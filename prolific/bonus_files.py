@@ -52,7 +52,8 @@ def bonus_rows(*, panel: PanelStudy, data: bytes) -> list[BonusRow]:
     pseudonym_of = {external_id: pseudonym for pseudonym, external_id in by_pseudonym.items()}
     panel_ids = set(pseudonym_of) | set(panel.submissions.values_list("panel_participant_id", flat=True))
     rows, problems, seen = [], [], set()
-    for number, fields in enumerate(csv.reader(io.StringIO(text)), start=1):
+    # newline="": a CR alone (classic-Mac files) ends a line too, as LF and CRLF do.
+    for number, fields in enumerate(csv.reader(io.StringIO(text, newline="")), start=1):
         if not fields or not "".join(fields).strip():
             continue
         if number == 1 and fields[-1].strip().lower() in {"amount", "bonus"}:

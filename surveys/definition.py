@@ -16,23 +16,26 @@ from typing import Annotated, Any, Literal
 
 import yaml
 from django.conf import settings
-from pydantic import Field, ValidationError, ValidationInfo, create_model, field_validator, model_validator
+from pydantic import BaseModel, Discriminator, Field, Tag, ValidationError, ValidationInfo, create_model, field_validator, model_validator
 
 from . import limits
-from .definition_parts import KEY_PATTERN, Key, NonEmpty, Strict
+from .definition_parts import (
+    KEY_PATTERN, NO_NUL, Key, NonEmpty, Strict, Text, column_max, column_min, facing, facing_mark, not_facing,
+)
+from .models import AttentionCheck, Block, Study
 from .questions import QUESTION_TYPES, definition_problems
 from .recruitment import completion_url_problem, id_pattern_problem
 
 _KEY_PATTERN = KEY_PATTERN
-ItemKey = Annotated[str, Field(min_length=1, max_length=limits.ITEM_KEY, pattern=_KEY_PATTERN)]
-Param = Annotated[str, Field(min_length=1, max_length=limits.PANEL_PARAM, pattern=_KEY_PATTERN)]
+ItemKey = Annotated[str, Field(min_length=1, max_length=limits.ITEM_KEY, pattern=_KEY_PATTERN), NO_NUL]
+Param = Annotated[str, Field(min_length=1, max_length=limits.PANEL_PARAM, pattern=_KEY_PATTERN), NO_NUL]
 
 # Texts stored in a column of limited length: at most as long as the column (surveys.limits).
-Title = Annotated[str, Field(min_length=1, max_length=limits.TITLE)]
-SystemName = Annotated[str, Field(min_length=1, max_length=limits.SYSTEM_NAME)]
-ConditionName = Annotated[str, Field(min_length=1, max_length=limits.CONDITION_NAME)]
-ScenarioLabel = Annotated[str, Field(max_length=limits.SCENARIO_LABEL)]
-DemographicPrompt = Annotated[str, Field(min_length=1, max_length=limits.DEMOGRAPHIC_PROMPT)]
+Title = Annotated[str, Field(min_length=1, max_length=limits.TITLE), NO_NUL]
+SystemName = Annotated[str, Field(min_length=1, max_length=limits.SYSTEM_NAME), NO_NUL]
+ConditionName = Annotated[str, Field(min_length=1, max_length=limits.CONDITION_NAME), NO_NUL]
+ScenarioLabel = Annotated[str, Field(max_length=limits.SCENARIO_LABEL), NO_NUL]
+DemographicPrompt = Annotated[str, Field(min_length=1, max_length=limits.DEMOGRAPHIC_PROMPT), NO_NUL]
 
 US_STATES = (
     "AL AK AZ AR CA CO CT DE DC FL GA HI ID IL IN IA KS KY LA ME MD MA MI MN MS MO MT NE NV NH NJ NM "
@@ -66,24 +69,27 @@ class ResponseDef(Strict):
     system: NonEmpty
     condition: NonEmpty
     text: NonEmpty
-    label: str = Field(default="", max_length=limits.SOURCE_LABEL, description="shown source label, e.g. A-E (best-worst studies)")
+    label: Annotated[str, Field(max_length=limits.SOURCE_LABEL), NO_NUL] = Field(
+        default="", description="shown source label, e.g. A-E (best-worst studies)")
 
 
 class BlockDef(Strict):
     id: Key
     scenario: Key
-    set: int | None = None
+    set: int | None = Field(default=None, ge=column_min(Block, "set_number"), le=column_max(Block, "set_number"))
     responses: list[ResponseDef] = Field(min_length=2, max_length=10)
 
 
 class AttentionCheckDef(Strict):
     id: Key
     text: NonEmpty
-    expected: int
+    expected: int = Field(
+        ge=column_min(AttentionCheck, "expected_value"), le=column_max(AttentionCheck, "expected_value"))
 
 
-DemographicKey = Annotated[str, Field(min_length=1, max_length=limits.DEMOGRAPHIC_KEY, pattern=r"^[a-z][a-z0-9_]*$")]
-Answer = Annotated[str, Field(min_length=1, max_length=limits.DEMOGRAPHIC_CHOICE)]
+DemographicKey = Annotated[
+    str, Field(min_length=1, max_length=limits.DEMOGRAPHIC_KEY, pattern=r"^[a-z][a-z0-9_]*$"), NO_NUL]
+Answer = Annotated[str, Field(min_length=1, max_length=limits.DEMOGRAPHIC_CHOICE), NO_NUL]
 
 
 class DemographicDef(Strict):
@@ -98,7 +104,7 @@ class DemographicDef(Strict):
 
     key: DemographicKey
     prompt: DemographicPrompt
-    type: str = Field(default="choice", description="choice, number, us_state or text")
+    type: Text = Field(default="choice", description="choice, number, us_state or text")
     choices: list[Answer] = Field(default_factory=list)
     min: float | None = None
     max: float | None = None
@@ -132,7 +138,7 @@ class DemographicDef(Strict):
 class GroupDef(Strict):
     """One side of a subgroup comparison: listed answers, a number range, or every other answer."""
 
-    label: Annotated[str, Field(min_length=1, max_length=limits.GROUP_LABEL)]
+    label: Annotated[str, Field(min_length=1, max_length=limits.GROUP_LABEL), NO_NUL]
     answers: list[Answer] = Field(default_factory=list)
     at_least: float | None = None
     below: float | None = None
@@ -150,7 +156,7 @@ class SubgroupDef(Strict):
     """A two-group comparison on one demographic (a ``grouping`` of ttests.csv)."""
 
     key: Key
-    demographic: str
+    demographic: Text
     group_a: GroupDef
     group_b: GroupDef
     leave_out: list[Answer] = Field(default_factory=list, description="answers that leave a participant out (blank and Prefer not to answer always do)")
@@ -159,8 +165,14 @@ class SubgroupDef(Strict):
 class RegionsDef(Strict):
     """Regions of one demographic answer: the built-in US Census map, or the study's own map."""
 
-    demographic: str
-    map: str | dict[Answer, Annotated[str, Field(min_length=1, max_length=limits.REGION_NAME)]]
+    demographic: Text
+    # Tagged, so that a problem is reported on the form given only ("regions.map.own map.West: ...").
+    map: Annotated[
+        Annotated[Text, Tag("built-in map")]
+        | Annotated[dict[Answer, Annotated[str, Field(min_length=1, max_length=limits.REGION_NAME), NO_NUL]],
+                    Tag("own map")],
+        Discriminator(lambda value: "built-in map" if isinstance(value, str) else "own map"),
+    ]
 
 
 class ComparisonDef(Strict):
@@ -177,7 +189,7 @@ class QualityDef(Strict):
     fast_share_max: float = Field(default=0.25, ge=0, le=1)
     straightline_sd_max: float = Field(default=0.6, ge=0)
     straightline_mae_min: float = Field(default=0.9, ge=0)
-    attention_failures_allowed: int = Field(default=0, ge=0)
+    attention_failures_allowed: int = Field(default=0, ge=0, le=column_max(Study, "attention_failures_allowed"))
 
     @model_validator(mode="after")
     def _window(self) -> "QualityDef":
@@ -206,14 +218,14 @@ class RecruitmentDef(Strict):
                     "invited: personal links of named raters only (manage.py rater_links)",
     )
     completion_code: Annotated[
-        str, Field(min_length=1, max_length=limits.COMPLETION_CODE, pattern=r"^[A-Za-z0-9_\-]+$")
+        str, Field(min_length=1, max_length=limits.COMPLETION_CODE, pattern=r"^[A-Za-z0-9_\-]+$"), NO_NUL
     ] | None = Field(default=None, validate_default=True, description="panel studies only (required there)")
-    completion_url: str | None = Field(
-        default=None, validate_default=True, max_length=limits.COMPLETION_URL,
+    completion_url: Annotated[str, Field(max_length=limits.COMPLETION_URL), NO_NUL] | None = Field(
+        default=None, validate_default=True,
         description="panel studies only; http(s) URL; {code} (the only placeholder) becomes the completion code; "
                     "empty: no panel to return to; default Prolific's",
     )
-    target_completions: int | None = Field(default=None, gt=0)
+    target_completions: int | None = Field(default=None, gt=0, le=column_max(Study, "target_completions"))
     estimated_minutes: int | None = Field(
         default=None, ge=1, le=24 * 60,
         description="how long the study takes, as announced to participants; a place is held for twice this",
@@ -226,8 +238,8 @@ class RecruitmentDef(Strict):
     id_param: Param | None = Field(default=None, validate_default=True, description="panel studies only; default PROLIFIC_PID")
     study_param: Param | None = Field(default=None, validate_default=True, description="panel studies only; default STUDY_ID")
     session_param: Param | None = Field(default=None, validate_default=True, description="panel studies only; default SESSION_ID")
-    id_pattern: str | None = Field(
-        default=None, validate_default=True, max_length=limits.ID_PATTERN,
+    id_pattern: Annotated[str, Field(max_length=limits.ID_PATTERN), NO_NUL] | None = Field(
+        default=None, validate_default=True,
         description="panel studies only; regular expression a panel id must match in full (default ^[0-9a-f]{24}$); "
                     "no backreferences, lookarounds or nested quantifiers",
     )
@@ -266,36 +278,39 @@ with warnings.catch_warnings():
     warnings.filterwarnings("ignore", message='Field name "construct"', category=UserWarning)
 
     class _StudyDefinitionBase(Strict):
-        slug: Annotated[str, Field(min_length=1, max_length=limits.SLUG, pattern=r"^[a-z0-9]+(?:-[a-z0-9]+)*$")]
-        title: Title
-        description: str = ""
-        demo_content: bool = False
-        consent: NonEmpty
-        instructions: NonEmpty
-        question_text: str = ""
-        construct: Annotated[str, Field(min_length=1, max_length=limits.CONSTRUCT)] = Field(
-            default="preferred", description='what is judged, as an adjective, e.g. "helpful" or "clear"'
+        # Each field says whether participants see or answer on it (facing) or only researchers do (not_facing).
+        slug: Annotated[
+            str, Field(min_length=1, max_length=limits.SLUG, pattern=r"^[a-z0-9]+(?:-[a-z0-9]+)*$"), NO_NUL
+        ] = not_facing()
+        title: Title = not_facing()
+        description: Text = not_facing("")
+        demo_content: bool = not_facing(False)
+        consent: NonEmpty = facing()
+        instructions: NonEmpty = facing()
+        question_text: Text = facing("")
+        construct: Annotated[str, Field(min_length=1, max_length=limits.CONSTRUCT), NO_NUL] = facing(
+            "preferred", description='what is judged, as an adjective, e.g. "helpful" or "clear"'
         )
-        language: Annotated[str, Field(min_length=1, max_length=limits.LANGUAGE)] = Field(
-            default="en", description='the language of the participant pages\' fixed texts, one of the platform\'s '
+        language: Annotated[str, Field(min_length=1, max_length=limits.LANGUAGE), NO_NUL] = facing(
+            "en", description='the language of the participant pages\' fixed texts, one of the platform\'s '
             'languages (settings.LANGUAGES: "en", "zh-hans"); the study\'s own texts are written in it',
         )
-        letter_labels: bool = Field(
-            default=False, description="show responses as A, B, C ... by display position: the letters are drawn "
+        letter_labels: bool = facing(
+            False, description="show responses as A, B, C ... by display position: the letters are drawn "
             "at random per participant and block with the order, so they never reveal a source",
         )
-        systems: list[SystemName] = Field(min_length=1)
-        conditions: list[ConditionName] = Field(min_length=1)
-        reference_conditions: list[str] = Field(default_factory=list)
-        comparison: ComparisonDef | None = None
-        scenarios: list[ScenarioDef] = Field(min_length=1)
-        blocks: list[BlockDef] = Field(min_length=1)
-        attention_checks: list[AttentionCheckDef] = Field(default_factory=list)
-        demographics: list[DemographicDef] = Field(default_factory=list)
-        subgroups: list[SubgroupDef] = Field(default_factory=list)
-        regions: RegionsDef | None = None
-        quality: QualityDef = Field(default_factory=QualityDef)
-        recruitment: RecruitmentDef
+        systems: list[SystemName] = facing(min_length=1)
+        conditions: list[ConditionName] = facing(min_length=1)
+        reference_conditions: list[Text] = facing(default_factory=list)
+        comparison: ComparisonDef | None = not_facing(None)
+        scenarios: list[ScenarioDef] = facing(min_length=1)
+        blocks: list[BlockDef] = facing(min_length=1)
+        attention_checks: list[AttentionCheckDef] = facing(default_factory=list)
+        demographics: list[DemographicDef] = facing(default_factory=list)
+        subgroups: list[SubgroupDef] = not_facing(default_factory=list)
+        regions: RegionsDef | None = not_facing(None)
+        quality: QualityDef = not_facing(default_factory=QualityDef)
+        recruitment: RecruitmentDef = not_facing()
 
         @field_validator("language")
         @classmethod
@@ -311,6 +326,21 @@ with warnings.catch_warnings():
         "StudyDefinition", __base__=_StudyDefinitionBase, __module__=__name__,
         **{name: spec for kind in QUESTION_TYPES for name, spec in kind.definition_fields.items()},
     )
+
+
+def unclassified_fields(model: type[BaseModel] = StudyDefinition) -> list[str]:
+    """Fields declared with neither ``facing`` nor ``not_facing`` (a test keeps StudyDefinition's empty)."""
+    return [name for name, field in model.model_fields.items() if facing_mark(field) is None]
+
+
+def participant_facing_fields(model: type[BaseModel] = StudyDefinition) -> frozenset[str]:
+    """The fields participants see or answer on. One declared without its mark counts among them, so that
+    forgetting the mark can only refuse a reload, never let a change under existing answers through."""
+    return frozenset(name for name, field in model.model_fields.items() if facing_mark(field) is not False)
+
+
+#: What a participant sees or answers on: it must not change once they exist (``surveys.loader``).
+PARTICIPANT_FACING = participant_facing_fields()
 
 
 class DefinitionError(Exception):
@@ -341,7 +371,8 @@ def format_location(loc: tuple[Any, ...]) -> str:
         if isinstance(part, int):
             out += f"[{part}]"
         else:
-            out += f".{part}" if out else str(part)
+            part = str(part).replace("\0", "\\0")  # a NUL in a key: shown, not written into the message
+            out += f".{part}" if out else part
     return out or "(top level)"
 
 

@@ -15,7 +15,7 @@ from django.db import transaction
 from django.db.models import F
 from pydantic import ValidationError
 
-from .definition import PANEL_ONLY, RecruitmentDef, StudyDefinition
+from .definition import PANEL_ONLY, PARTICIPANT_FACING, RecruitmentDef, StudyDefinition
 from .models import (
     AttentionCheck,
     Block,
@@ -42,15 +42,9 @@ class LoadResult:
     content_changed: bool
 
 
-PARTICIPANT_FACING = {
-    "consent", "instructions", "question_text", "ranking", "best_worst", "pairwise", "dimensions", "systems",
-    "conditions", "reference_conditions", "scenarios", "blocks", "attention_checks", "free_text", "demographics",
-    "construct", "letter_labels", "language",
-}
-
-
 def participant_facing_content(d: StudyDefinition) -> dict[str, Any]:
-    """Everything a participant sees or answers on; must not change once they exist."""
+    """Everything a participant sees or answers on (the fields declared ``facing`` in the schema); must not
+    change once they exist."""
     return d.model_dump(mode="json", include=PARTICIPANT_FACING)
 
 

@@ -77,6 +77,8 @@ def _names_problem(study: Study, names: list[str]) -> str | None:
                 'whose definition says "recruitment": {"mode": "invited"}')
     if not names:
         return "give at least one name"
+    if any("\0" in name for name in names):  # no text column can store one (PostgreSQL refuses it)
+        return "a name holds a NUL character (\\0), which no name can contain; remove it"
     if too_long := [name for name in names if len(name) > limits.RATER_NAME]:
         return f"names are at most {limits.RATER_NAME} characters: {too_long[0][:40]}..."
     if twice := sorted({name for name in names if names.count(name) > 1}):

@@ -18,6 +18,7 @@ import pytest
 from analysis import codebook, exports, quality, registry, stats
 from analysis.design import study_design
 from analysis.zip_readme import zip_readme_text
+from surveys.models import DemographicQuestion
 from tests.support import stats_data as data
 from tests.support.researcher import fill_with_bots, finished_run
 
@@ -223,3 +224,16 @@ def test_the_readme_says_what_the_zip_is_and_how_to_read_it(filled, quick_stats)
 
     run.failures = {"mixed_model": "LinAlgError: Singular matrix"}
     assert "mixed_model: LinAlgError: Singular matrix" in zip_readme_text(run=run, files={"participants.csv": "participants"})
+
+
+def test_the_codebook_guards_a_study_choice_that_a_spreadsheet_would_run_as_a_formula(done_run):
+    starts = {"sex": "=", "gender": "+", "race": "-", "hispanic": "@"}
+    for key, start in starts.items():
+        question = DemographicQuestion.objects.get(study=done_run.study, key=key)
+        question.choices = [f"{start}HYPERLINK(\"http://x\")", *question.choices]
+        question.save()
+    codebook_rows = read_csvs(open_zip(done_run))["codebook.csv"]
+    allowed = {row[1]: row[4] for row in codebook_rows if row[0] == "participants.csv"}
+    for key, start in starts.items():
+        assert allowed[key].startswith(f"'{start}HYPERLINK(\"http://x\"); "), allowed[key]
+    assert all(not cell.startswith(exports._FORMULA_STARTS) for row in codebook_rows for cell in row)

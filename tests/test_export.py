@@ -84,3 +84,13 @@ def test_it_refuses_to_export_before_a_run_has_finished(tide, tmp_path):
 def test_exports_are_a_registry():
     assert {"participants", "filter-flow", "identifiers"} <= set(EXPORTS)
     assert EXPORTS["filter-flow"].filename == "filter_flow.csv"
+
+
+def test_the_export_help_lists_every_export_with_its_percent_signs():
+    # argparse %-formats help texts; the descriptives' "95% CI" once crashed `manage.py export --help`.
+    from analysis.management.commands.export import Command
+
+    help_text = " ".join(Command().create_parser("manage.py", "export").format_help().split())
+    assert "95% CI" in help_text
+    last = list(EXPORTS)[-1]
+    assert f"{last}: {EXPORTS[last].description.split()[0]}" in help_text

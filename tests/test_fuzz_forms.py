@@ -209,3 +209,31 @@ def test_a_draft_with_bad_values_is_refused_with_a_reason_and_writes_nothing(on_
     assert response.status_code in {400, 409}, response.status_code
     assert response.json()["error"]
     assert not Draft.objects.exists()
+
+
+@pytest.fixture
+def with_text_demographic(db):
+    """most-least (three blocks) with a short-text demographic question."""
+    from surveys.definition import parse_definition, read_definition_file
+    from surveys.loader import study_load
+    from tests.support.paths import FIXTURES
+
+    definition = read_definition_file(FIXTURES / "most_least.json")
+    definition.update(slug="text-demographic", demographics=[{"key": "field", "prompt": "Your field?", "type": "text"}])
+    return study_load(definition=parse_definition(definition)).study
+
+
+def test_a_short_text_demographic_answer_with_a_nul_is_a_400_and_stores_nothing(client, with_text_demographic, steps):
+    study = with_text_demographic
+    participant = steps.start(client, study)
+    while (spec := steps.page(client, study)[1]).kind in {"block", "check"}:
+        client.post(f"/s/{study.slug}/page/", steps.answers(spec))
+    draft = client.post(f"/s/{study.slug}/about-you/draft/", {"field": "physics\x00"})
+    assert draft.status_code == 400 and "Null characters" in draft.json()["error"] and not Draft.objects.exists()
+    response = client.post(f"/s/{study.slug}/about-you/", {"field": "physics\x00"})
+    participant.refresh_from_db()
+    assert response.status_code == 400 and _says_what_was_wrong(response)
+    assert participant.demographics == {} and not participant.demographics_done
+    client.post(f"/s/{study.slug}/about-you/", {"field": "physics"})
+    participant.refresh_from_db()
+    assert participant.demographics == {"field": "physics"} and participant.demographics_done

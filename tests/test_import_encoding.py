@@ -246,3 +246,46 @@ def test_the_command_reports_the_line_without_a_traceback(tide, tmp_path, capsys
         call_command("import_gold", "--study", "tide", str(tmp_path / "gold.csv"))
     assert "gold.csv:2:response_id: not UTF-8 text" in capsys.readouterr().err
     assert _nothing_written() and not GoldScore.objects.exists()
+
+
+# ---------------------------------------------------------------- classic-Mac line endings (a CR alone)
+
+
+def _cr_only(content: bytes) -> bytes:
+    return content.replace(b"\r\n", b"\n").replace(b"\n", b"\r")
+
+
+def test_files_with_classic_mac_line_endings_import_as_their_lf_copies_do(tide):
+    report = responses_import(study=tide, participants_file=io.BytesIO(_cr_only(_participants())),
+                              ratings_file=io.BytesIO(_cr_only(_ratings())))
+    assert (report.participants_created, report.visits_created, report.ratings_created) == (2, 4, 15)
+    assert Participant.objects.get(external_id="pA").demographics["state"] == "CA"  # the last cell of a line
+    gold = gold_import(study=tide, gold_file=io.BytesIO(b"response_id,gold_score\rQ1-R1,3\rQ1-R2,4\r"))
+    assert dict(GoldScore.objects.values_list("item__key", "score")) == {"Q1-R1": 3, "Q1-R2": 4} and gold
+
+
+def test_a_problem_in_a_classic_mac_file_is_put_on_its_line(tide, tmp_path):
+    ratings = _cr_only(_ratings().replace(b"Q2-R3", b"Q2-R\xff3", 1))
+    with pytest.raises(ImportProblems) as caught:
+        responses_import(study=tide, participants_file=io.BytesIO(_cr_only(_participants())),
+                         ratings_file=_named(ratings, "ratings.csv"))
+    assert caught.value.problems == [
+        f"ratings.csv:9:response_id: not UTF-8 text (byte 0xFF at character 11 of the line); {UTF8}"]
+    rows = base_ratings()
+    rows[4][4] = "seven"
+    (tmp_path / "ratings.csv").write_bytes(_cr_only(text(rows).encode()))
+    with open(tmp_path / "ratings.csv", newline="", encoding="utf-8-sig") as handle, \
+            pytest.raises(ImportProblems) as caught:
+        responses_import(study=tide, participants_file=io.BytesIO(_cr_only(_participants())), ratings_file=handle)
+    assert [problem.split(": ")[0] for problem in caught.value.problems] == ["ratings.csv:5:rating"]
+    assert _nothing_written()
+
+
+def test_the_import_page_reads_a_classic_mac_file(owner_client, study):
+    response = owner_client.post(f"/studies/{study.slug}/import/", {
+        "kind": "responses",
+        "participants": SimpleUploadedFile("participants.csv", _cr_only(_participants()), "text/csv"),
+        "ratings": SimpleUploadedFile("ratings.csv", _cr_only(_ratings()), "text/csv"),
+    })
+    assert response.status_code in (200, 302)
+    assert Participant.objects.filter(study=study).count() == 2

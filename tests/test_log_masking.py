@@ -58,6 +58,29 @@ def test_it_masks_ids_in_any_parameter_and_e_mails_anywhere(line, secret, kept):
     assert kept in masked
 
 
+@pytest.mark.parametrize(
+    ("line", "kept"),
+    [
+        ('"GET /accounts/login/?next=/s/x/?invite=TOKEN77 HTTP/1.1" 302', "next=/s/x/?invite=[masked]"),
+        ('"GET /accounts/login/?next=/s/x/%3Finvite%3DTOKEN77 HTTP/1.1" 302', "next=/s/x/?invite=[masked]"),
+        ('"GET /accounts/login/?next=%2Fs%2Fx%2F%3Finvite%3DTOKEN77%26PROLIFIC_PID%3DW-1 HTTP/1.1" 302',
+         "next=/s/x/?invite=[masked]&PROLIFIC_PID=[masked]"),
+        ('"GET /accounts/login/?next=/s/x/%253Finvite%253DTOKEN77 HTTP/1.1" 302', "next=/s/x/?invite=[masked]"),
+        ('"GET /accounts/login/?next=/a/%3Fnext%3D/s/x/%253Finvite%253DTOKEN77 HTTP/1.1" 302',
+         "next=/a/?next=/s/x/?invite=[masked]"),
+    ],
+)
+def test_values_inside_a_url_given_as_next_are_masked_too(line, kept):
+    masked = mask_identifiers(line)
+    assert "TOKEN77" not in masked and "W-1" not in masked
+    assert kept in masked
+
+
+def test_a_next_without_a_query_of_its_own_is_kept_as_it_was():
+    line = '"GET /accounts/login/?next=/studies/tide/runs/ HTTP/1.1" 302 "GET /?next=%2Fstudies%2F"'
+    assert mask_identifiers(line) == line
+
+
 def test_it_keeps_the_platform_s_own_harmless_parameters_readable():
     line = '"GET /studies/tide/runs/4/?level=rating HTTP/1.1" 200 "GET /api/studies/?format=csv&page=2"'
     assert mask_identifiers(line) == line

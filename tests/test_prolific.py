@@ -255,6 +255,20 @@ def test_it_pays_bonuses_from_a_csv_of_pseudonyms_or_prolific_ids(prolific, tide
     assert len(prolific.bonuses) == 1
 
 
+@pytest.mark.parametrize("newline", ["\r", "\r\n"], ids=["CR only (classic Mac)", "CRLF"])
+def test_a_bonus_file_with_cr_line_endings_is_read_line_by_line(prolific, tide, newline):
+    panel = _draft(tide)
+    Participant.objects.create(study=tide, external_id=A, pseudonym="p-a")
+    prolific.add_submission(panel.prolific_id, A)
+    prolific.add_submission(panel.prolific_id, B)
+    services.panel_submissions_sync(panel=panel)
+    data = newline.join(["participant,amount", "p-a,1.50", f"{B},0.25", ""]).encode()
+    payment = services.bonuses_pay(panel=panel, data=data)
+    assert prolific.bonuses[payment.prolific_id]["lines"] == [[A, "1.50"], [B, "0.25"]]
+    with pytest.raises(services.PanelRefused, match=r"^line 3: 'nobody' is no participant"):
+        services.bonuses_pay(panel=panel, data=newline.join(["participant,amount", "p-a,2.00", "nobody,1"]).encode())
+
+
 @pytest.mark.parametrize("data, expected", [
     (b"nobody,1.00\n", "'nobody' is no participant of this study"),
     (f"{A},abc\n".encode(), "amount 'abc' is not between"),

@@ -5,6 +5,7 @@ can be revoked (a clear page, never a 500), and stores only a hash of its token.
 from __future__ import annotations
 
 import hashlib
+import html
 import io
 import re
 
@@ -64,6 +65,7 @@ def test_the_command_prints_one_unguessable_url_per_rater_and_stores_only_hashes
     ("", "give at least one name"),
     ("Ann,Ann", "each name once: Ann given twice"),
     ("Zed," + "x" * 101, "names are at most 100 characters"),
+    ("Ann,B\0o", r"a name holds a NUL character \(\\0\)"),
 ])
 def test_the_command_refuses_bad_names_and_creates_nothing(invited, names, message):
     with pytest.raises(CommandError, match=message):
@@ -183,6 +185,13 @@ def test_the_page_refuses_bad_names_with_a_message_and_keeps_what_was_typed(invi
     page = response.content.decode()
     assert "No link was created" in page and "Ann already has a link" in page and ">Bo, Ann</textarea>" in page
     assert list(RaterLink.objects.values_list("name", flat=True)) == ["Ann"]
+
+
+def test_the_page_refuses_a_name_with_a_nul_with_400_and_creates_nothing(invited, owner_client):
+    response = owner_client.post(f"/studies/{SLUG}/raters/", {"names": "Ann\nB\0o"})
+    assert response.status_code == 400
+    assert "a name holds a NUL character (\\0), which no name can contain" in html.unescape(response.content.decode())
+    assert not RaterLink.objects.exists()
 
 
 def test_the_page_of_a_study_that_does_not_invite_says_how_to_invite(study, owner_client):

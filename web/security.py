@@ -6,6 +6,7 @@ import logging
 import re
 from collections.abc import Callable
 from functools import lru_cache, wraps
+from urllib.parse import unquote
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
@@ -97,16 +98,34 @@ MASK = "[masked]"
 
 
 def _mask_query(match: re.Match) -> str:
+    return match.group(1) + _masked_pairs(match.group(2))
+
+
+def _masked_pairs(query: str) -> str:
     pairs = []
-    for pair in match.group(2).split("&"):
+    for pair in query.split("&"):
         name, has_value, value = pair.partition("=")
         if has_value and name.lower() in PLAIN_QUERY_PARAMETERS and not _EMAIL.search(value):
-            pairs.append(pair)
+            pairs.append(f"{name}={_masked_nested_url(value)}")
         elif has_value:
             pairs.append(f"{name}={MASK}")
         else:
             pairs.append(MASK if pair else "")
-    return match.group(1) + "&".join(pairs)
+    return "&".join(pairs)
+
+
+def _masked_nested_url(value: str) -> str:
+    """A kept value (``next=``) may be a URL with a query of its own, percent-encoded once or more
+    (``next=/s/x/%3Finvite%3DTOKEN``): that query's values are masked like the outer one's."""
+    decoded = value
+    for _ in range(3):
+        if (unquoted := unquote(decoded)) == decoded:
+            break
+        decoded = unquoted
+    path, has_query, query = decoded.partition("?")
+    if not has_query:
+        return value
+    return f"{path}?{_masked_pairs(query)}"
 
 
 def mask_identifiers(text: str) -> str:

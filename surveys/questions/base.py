@@ -57,8 +57,9 @@ class QuestionType:
     #: codebook's.
     codebook: dict[str, dict[str, tuple[str, str, str]]] = {}
 
-    #: The fields of the study definition this type owns: name -> (type, default or pydantic ``Field``); they
-    #: complete ``surveys.definition.StudyDefinition``.
+    #: The fields of the study definition this type owns: name -> (type, ``definition_parts.facing(default)``
+    #: or ``not_facing(default)``, as participants see it or not); they complete
+    #: ``surveys.definition.StudyDefinition``. Texts are ``definition_parts.Text`` (refuses a NUL).
     definition_fields: dict[str, tuple[Any, Any]] = {}
 
     # --- the study definition ---------------------------------------------------------

@@ -7,6 +7,7 @@ from typing import Any
 from django import forms
 from django.utils.translation import gettext as _
 
+from ..definition_parts import facing
 from ..models import ItemPlacement
 from .base import QuestionType
 from .controls import Control, entered_value, field_error, radio_options, response_name
@@ -31,7 +32,7 @@ class BestWorstType(QuestionType):
     key = "best_worst"
     template = "surveys/questions/choices.html"
     exports = ("choices",)
-    definition_fields = {"best_worst": (bool, False)}
+    definition_fields = {"best_worst": (bool, facing(False))}
     export_columns = {CHOICES_FILE: CHOICE_EXPORT_COLUMNS}
     codebook = {CHOICES_FILE: _CODEBOOK}
 

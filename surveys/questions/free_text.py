@@ -12,7 +12,7 @@ from typing import Any
 from django import forms
 from pydantic import Field
 
-from ..definition_parts import Key, NonEmpty, Strict
+from ..definition_parts import Key, NonEmpty, Strict, facing
 from ..models import FreeTextAnswer, FreeTextQuestion
 from .base import QuestionType
 from .controls import Control, entered_value, field_error, free_text_messages
@@ -49,7 +49,7 @@ class FreeTextType(QuestionType):
     key = "free_text"
     template = "surveys/questions/free_text.html"
     exports = ("free-text",)
-    definition_fields = {"free_text": (list[FreeTextDef], Field(default_factory=list))}
+    definition_fields = {"free_text": (list[FreeTextDef], facing(default_factory=list))}
     export_columns = {FREE_TEXT_FILE: FREE_TEXT_COLUMNS}
     codebook = {FREE_TEXT_FILE: _CODEBOOK}
 

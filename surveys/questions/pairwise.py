@@ -11,8 +11,8 @@ from typing import Any
 
 from django import forms
 from django.utils.translation import gettext as _
-from pydantic import Field
 
+from ..definition_parts import facing
 from ..models import BlockVisit
 from .base import QuestionType
 from .controls import Control, entered_value, field_error, radio_options, response_name
@@ -44,8 +44,8 @@ class PairwiseType(QuestionType):
     key = "pairwise"
     template = "surveys/questions/pairwise.html"
     exports = ("pairwise",)
-    definition_fields = {"pairwise": (bool, Field(
-        default=False, description="pairwise preference: each block shows two responses side by side and asks "
+    definition_fields = {"pairwise": (bool, facing(
+        False, description="pairwise preference: each block shows two responses side by side and asks "
         "which is better: the left, the right, a tie, or both bad (as Chatbot Arena and ACUTE-Eval run it); "
         "every block then has exactly two responses. A per-block free_text question serves as the reason",
     ))}

@@ -10,6 +10,7 @@ from typing import Any
 from django import forms
 from django.utils.translation import gettext as _
 
+from ..definition_parts import facing
 from ..models import ItemPlacement
 from .base import QuestionType
 from .controls import Control, Option, entered_value, field_error, response_name
@@ -25,7 +26,7 @@ class RankingType(QuestionType):
     key = "ranking"
     template = "surveys/questions/ranking.html"
     exports = ("ratings",)  # rank and rank_changed are columns of ratings.csv
-    definition_fields = {"ranking": (bool, False)}
+    definition_fields = {"ranking": (bool, facing(False))}
 
     def declared(self, definition) -> bool:
         return definition.ranking

@@ -9,7 +9,7 @@ from django import forms
 from django.utils.translation import gettext as _
 from pydantic import Field, model_validator
 
-from ..definition_parts import DimensionLabel, Key, Strict
+from ..definition_parts import DimensionLabel, Key, Strict, Text, facing
 from ..models import Rating
 from .base import QuestionType
 from .controls import Control, entered_value, field_error, radio_options, scale_label
@@ -22,7 +22,7 @@ class DimensionDef(Strict):
     label: DimensionLabel
     min: int = Field(ge=0, le=100)
     max: int = Field(ge=1, le=100)
-    labels: dict[str, str] = Field(default_factory=dict, description="scale point -> label; at least min and max")
+    labels: dict[Text, Text] = Field(default_factory=dict, description="scale point -> label; at least min and max")
 
     @model_validator(mode="after")
     def _scale(self) -> "DimensionDef":
@@ -42,7 +42,7 @@ def field_name(placement_id: int, dimension_key: str) -> str:
 class RatingType(QuestionType):
     key = "rating"
     exports = ("ratings",)
-    definition_fields = {"dimensions": (list[DimensionDef], Field(default_factory=list))}
+    definition_fields = {"dimensions": (list[DimensionDef], facing(default_factory=list))}
 
     def declared(self, definition) -> bool:
         return bool(definition.dimensions)

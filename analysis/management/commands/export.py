@@ -15,8 +15,9 @@ class Command(BaseCommand):
         parser.add_argument("--study", required=True, help="study slug")
         parser.add_argument(
             "--what", required=True, action="append", choices=sorted(EXPORTS) + ["results"],
+            # argparse %-formats help texts: a literal % in a description ("95% CI") is written %%.
             help="which export (repeat for several); 'results' writes every result table of the run. "
-            + "; ".join(f"{k}: {v.description}" for k, v in EXPORTS.items()),
+            + "; ".join(f"{k}: {v.description}" for k, v in EXPORTS.items()).replace("%", "%%"),
         )
         parser.add_argument("--out", required=True, help="output folder")
 
