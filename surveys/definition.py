@@ -268,6 +268,10 @@ with warnings.catch_warnings():
     class _StudyDefinitionBase(Strict):
         slug: Annotated[str, Field(min_length=1, max_length=limits.SLUG, pattern=r"^[a-z0-9]+(?:-[a-z0-9]+)*$")]
         title: Title
+        participant_title: Annotated[str, Field(max_length=limits.TITLE)] = Field(
+            default="", description="the title participants see (page header and browser title), in the study's "
+            "language; empty shows none. ``title`` is for researchers only: it may name the systems compared",
+        )
         description: str = ""
         demo_content: bool = False
         consent: NonEmpty
