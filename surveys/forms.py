@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django import forms
+from django.core.exceptions import NON_FIELD_ERRORS
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
@@ -222,10 +223,18 @@ class DemographicsForm(forms.Form):
             for q in self.end_questions
         ]
 
+    def add_required_errors(self, question_keys: list[str]) -> None:
+        """The service refused the page for these unanswered required questions: each gets its field's error;
+        one this page does not ask (a question of a block) goes to the top of the form."""
+        for key in question_keys:
+            name = f"text-{key}"
+            self.add_error(name if name in self.fields else None, free_text_messages()["required"])
+
     def error_summary(self) -> list[tuple[str, str]]:
         if not self.is_bound or not self.errors:
             return []
-        return [(f"id-{name}", message) for name, messages in self.errors.items() for message in messages]
+        return [("page-form" if name == NON_FIELD_ERRORS else f"id-{name}", message)
+                for name, messages in self.errors.items() for message in messages]
 
     def answers(self) -> dict[str, str]:
         return {q.key: self.cleaned_data.get(q.key, "") for q in self.questions}
