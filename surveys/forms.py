@@ -25,8 +25,8 @@ from .questions.controls import (
     entered_value,
     field_error,
     free_text_messages,
-    letter_label,
     radio_options,
+    response_title,
     scale_label,
 )
 from .questions.ranking import script_texts
@@ -41,7 +41,7 @@ class ResponseCard:
     number: int
     placement_id: int
     text: str
-    source_label: str
+    title: str  # "Response 4 (D)": the heading, and the name the page's questions use
     ratings: list[Control]
 
 
@@ -103,7 +103,7 @@ class PageForm(forms.Form):
                 number=placement.position,
                 placement_id=placement.pk,
                 text=placement.item.text,
-                source_label=letter_label(placement.position) if self.letter_labels else placement.item.source_label,
+                title=response_title(self, placement),
                 ratings=[c for kind in self.types for c in kind.card_controls(self, placement)],
             )
             for placement in self.page.placements
