@@ -242,11 +242,13 @@ def run_with_services(
             numbers={q.key: (q.min_value, q.max_value, q.integer) for q in questions if q.kind == q.Kind.NUMBER},
             texts={f"text-{q.key}": q.max_length for q in end_questions}
             | {q.key: q.max_length for q in questions if q.kind == q.Kind.TEXT},
+            required={f"text-{q.key}" for q in end_questions if q.required},
         )
         fields = persona.answer_demographics(spec, rng)
         sim.advance(rng.uniform(30, 90))
         form = DemographicsForm(fields, questions=questions, end_questions=end_questions)
-        form.is_valid()
+        if not form.is_valid():
+            raise ValueError(f"{persona.name} bot gave invalid final answers: {form.errors.as_json()}")
         services.participant_demographics_submit(
             participant_id=participant.pk, answers=form.answers(), free_text=form.free_text()
         )

@@ -23,6 +23,7 @@ class PageSpec:
     best_worst: bool = False
     pairwise: bool = False
     texts: dict[str, int] = field(default_factory=dict)  # field name -> max length
+    required: set[str] = field(default_factory=set)  # the text fields a participant must fill
     statement: str = ""
     check_points: list[int] = field(default_factory=list)
     selects: dict[str, list[str]] = field(default_factory=dict)  # demographics: name -> choices
@@ -41,6 +42,7 @@ class _PageParser(HTMLParser):
         self.radios: dict[str, list[str]] = {}
         self.selects: dict[str, list[str]] = {}
         self.textareas: dict[str, int] = {}
+        self.required: set[str] = set()
         self.numbers: dict[str, tuple[float, float, bool]] = {}
         self.legends: list[str] = []
         self.code = ""
@@ -68,6 +70,8 @@ class _PageParser(HTMLParser):
             self.selects[self._select].append(a["value"])
         elif tag == "textarea":
             self.textareas[a["name"]] = int(a.get("maxlength") or 10000)
+            if "required" in a:
+                self.required.add(a["name"])
         elif tag == "legend":
             self._in_legend = True
             self.legends.append("")
@@ -109,6 +113,7 @@ def page_spec_from_html(html: str) -> PageSpec:
         spec.statement = parser.legends[0].strip() if parser.legends else ""
     spec.selects = selects
     spec.texts = dict(parser.textareas)
+    spec.required = set(parser.required)
     spec.numbers = dict(parser.numbers)
     return spec
 
@@ -131,4 +136,5 @@ def page_spec_from_db(*, page: VisitPage, study: Study) -> PageSpec:
         best_worst=study.best_worst_enabled,
         pairwise=study.pairwise_enabled,
         texts={f"text-{q.key}": q.max_length for q in page.free_text_questions},
+        required={f"text-{q.key}" for q in page.free_text_questions if q.required},
     )

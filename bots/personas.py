@@ -93,7 +93,11 @@ class Persona:
         for name, (low, high, whole) in spec.numbers.items():
             fields[name] = "" if rng.random() < 0.03 else _number_pick(low, high, whole, rng)
         for name, max_length in spec.texts.items():
-            fields[name] = rng.choice(["", rng.choice(REASONS)])[:max_length]
+            # An optional question is skipped half the time; a required one is answered, as people must.
+            answer = rng.choice(["", self.reason(rng)])
+            if name in spec.required and not answer:
+                answer = self.reason(rng)
+            fields[name] = answer[:max_length]
         return fields
 
 

@@ -62,11 +62,11 @@ class StudyAdmin(admin.ModelAdmin):
     list_display = ("slug", "title", "is_demo_content", "is_open", "target_completions", "participant_count")
     search_fields = ("slug", "title")
     filter_horizontal = ("owners",)
-    readonly_fields = ("slug", "recruitment_mode", "consent_text", "instructions_text", "question_text", "ranking_enabled", "best_worst_enabled")
+    readonly_fields = ("slug", "recruitment_mode", "participant_title", "consent_text", "instructions_text", "question_text", "ranking_enabled", "best_worst_enabled")
     fieldsets = (
         (None, {"fields": ("slug", "title", "description", "is_demo_content", "is_open", "owners")}),
         ("Participant-facing content (from the definition file)", {
-            "fields": ("consent_text", "instructions_text", "question_text", "ranking_enabled", "best_worst_enabled"),
+            "fields": ("participant_title", "consent_text", "instructions_text", "question_text", "ranking_enabled", "best_worst_enabled"),
         }),
         ("Recruitment", {"fields": ("recruitment_mode", "id_param", "study_param", "session_param", "id_pattern", "completion_code",
                                     "completion_url", "target_completions", "estimated_minutes", "hold_minutes")}),

@@ -283,6 +283,10 @@ with warnings.catch_warnings():
             str, Field(min_length=1, max_length=limits.SLUG, pattern=r"^[a-z0-9]+(?:-[a-z0-9]+)*$"), NO_NUL
         ] = not_facing()
         title: Title = not_facing()
+        participant_title: Annotated[str, Field(max_length=limits.TITLE), NO_NUL] = facing(
+            "", description="the title participants see (page header and browser title), in the study's "
+            "language; empty shows none. ``title`` is for researchers only: it may name the systems compared",
+        )
         description: Text = not_facing("")
         demo_content: bool = not_facing(False)
         consent: NonEmpty = facing()

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django import forms
+from django.core.exceptions import NON_FIELD_ERRORS
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
@@ -24,8 +25,8 @@ from .questions.controls import (
     entered_value,
     field_error,
     free_text_messages,
-    letter_label,
     radio_options,
+    response_title,
     scale_label,
 )
 from .questions.ranking import script_texts
@@ -40,7 +41,7 @@ class ResponseCard:
     number: int
     placement_id: int
     text: str
-    source_label: str
+    title: str  # "Response 4 (D)": the heading, and the name the page's questions use
     ratings: list[Control]
 
 
@@ -102,7 +103,7 @@ class PageForm(forms.Form):
                 number=placement.position,
                 placement_id=placement.pk,
                 text=placement.item.text,
-                source_label=letter_label(placement.position) if self.letter_labels else placement.item.source_label,
+                title=response_title(self, placement),
                 ratings=[c for kind in self.types for c in kind.card_controls(self, placement)],
             )
             for placement in self.page.placements
@@ -222,10 +223,18 @@ class DemographicsForm(forms.Form):
             for q in self.end_questions
         ]
 
+    def add_required_errors(self, question_keys: list[str]) -> None:
+        """The service refused the page for these unanswered required questions: each gets its field's error;
+        one this page does not ask (a question of a block) goes to the top of the form."""
+        for key in question_keys:
+            name = f"text-{key}"
+            self.add_error(name if name in self.fields else None, free_text_messages()["required"])
+
     def error_summary(self) -> list[tuple[str, str]]:
         if not self.is_bound or not self.errors:
             return []
-        return [(f"id-{name}", message) for name, messages in self.errors.items() for message in messages]
+        return [("page-form" if name == NON_FIELD_ERRORS else f"id-{name}", message)
+                for name, messages in self.errors.items() for message in messages]
 
     def answers(self) -> dict[str, str]:
         return {q.key: self.cleaned_data.get(q.key, "") for q in self.questions}

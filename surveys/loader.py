@@ -2,7 +2,7 @@
 
 A study with no participants is updated in place (rows matched by their keys,
 rows the file no longer names removed). Once anyone has taken part, only
-settings that do not change what participants saw may change: titles,
+settings that do not change what participants saw may change: the researchers' title,
 recruitment targets, quality thresholds, the completion URL.
 """
 
@@ -77,6 +77,7 @@ def content_differences(old: dict[str, Any], new: dict[str, Any], path: str = ""
 def _study_fields(d: StudyDefinition) -> dict[str, Any]:
     return {
         "title": d.title,
+        "participant_title": d.participant_title,
         "description": d.description,
         "is_demo_content": d.demo_content,
         "consent_text": d.consent,

@@ -28,7 +28,9 @@ class Study(models.Model):
         INVITED = "invited", "Invited raters' personal links"
 
     slug = models.SlugField(max_length=limits.SLUG, unique=True)
-    title = models.CharField(max_length=limits.TITLE)
+    title = models.CharField(max_length=limits.TITLE, help_text="for researchers only: it may name the systems compared")
+    participant_title = models.CharField(max_length=limits.TITLE, blank=True, default="", db_default="",
+                                         help_text="the title participants see, in the study's language (may be empty)")
     description = models.TextField(blank=True)
     is_demo_content = models.BooleanField(default=False)
     consent_text = models.TextField()

@@ -45,6 +45,14 @@ class AnswersRejected(ValueError):
     """Answers that do not fit the page they claim to answer (tampered or stale)."""
 
 
+class RequiredAnswersMissing(AnswersRejected):
+    """Required written questions without an answer; ``question_keys`` names them (in the study's order)."""
+
+    def __init__(self, question_keys: list[str]):
+        self.question_keys = question_keys
+        super().__init__(f"required questions not answered: {', '.join(question_keys)}")
+
+
 class SubmitOutcome(str, Enum):
     SAVED = "saved"
     ALREADY_SAVED = "already_saved"  # a double submit: the first one won
@@ -270,9 +278,8 @@ def _save_block(participant: Participant, visit: BlockVisit, answers: PageAnswer
     page = VisitPage(
         visit=visit, placements=placements, study=participant.study,
         dimensions=list(Dimension.objects.filter(study_id=participant.study_id)),
-        # Read only when answered: a page without written answers (most of them) saves a query.
-        free_text_questions=list(FreeTextQuestion.objects.filter(study_id=participant.study_id, per_block=True))
-        if answers.free_text else [],
+        # Read even when nothing is written: a required question left blank must be refused.
+        free_text_questions=list(FreeTextQuestion.objects.filter(study_id=participant.study_id, per_block=True)),
     )
     asked = [kind for kind in QUESTION_TYPES if kind.asked(page)]
     for kind in QUESTION_TYPES:
@@ -289,14 +296,18 @@ def _save_block(participant: Participant, visit: BlockVisit, answers: PageAnswer
 def participant_demographics_submit(
     *, participant_id: int, answers: dict[str, str], free_text: dict[int, str] | None = None
 ) -> None:
-    """Save the (all optional) answers about the person and end-of-study texts.
+    """Save the (all optional) answers about the person and the end-of-study texts.
 
-    Raises ``AnswersRejected`` (nothing saved) for an answer its question does not accept.
+    Raises ``AnswersRejected`` (nothing saved) for an answer its question does not accept, and
+    ``RequiredAnswersMissing`` (nothing saved) when a required end-of-study question is left blank.
     """
     with transaction.atomic():
         participant = Participant.objects.select_for_update().get(pk=participant_id)
         if participant.status != Participant.Status.IN_PROGRESS or participant.demographics_done:
             return
+        written = {qid for qid, text in (free_text or {}).items() if text.strip()}
+        if missing := _required_unanswered(participant, study_level_answered=written):
+            raise RequiredAnswersMissing(missing)
         questions = {q.key: q for q in DemographicQuestion.objects.filter(study_id=participant.study_id)}
         stored = {}
         for key, value in answers.items():
@@ -331,6 +342,9 @@ def participant_complete(*, participant_id: int) -> Participant:
         unanswered = BlockVisit.objects.filter(participant=participant, submitted_at__isnull=True).exists()
         if participant.status != Participant.Status.IN_PROGRESS or unanswered or not participant.demographics_done:
             raise NotFinished(participant.pseudonym)
+        # Whatever wrote the answers (the pages, the bots, a script): no code without every required one.
+        if missing := _required_unanswered(participant):
+            raise RequiredAnswersMissing(missing)
         now = clock.now()
         participant.status = Participant.Status.COMPLETED
         participant.finished_at = now
@@ -338,6 +352,30 @@ def participant_complete(*, participant_id: int) -> Participant:
         participant.completion_code = participant.study.completion_code
         participant.save(update_fields=["status", "finished_at", "last_seen_at", "completion_code"])
     return participant
+
+
+def _required_unanswered(participant: Participant, *, study_level_answered: set[int] | None = None) -> list[str]:
+    """Keys of the required written questions this participant has not answered: a study-level one
+    without an answer (``study_level_answered``: the ids answered in this submission, else the stored
+    ones), a per-block one without an answer on some submitted block."""
+    required = list(FreeTextQuestion.objects.filter(study_id=participant.study_id, required=True).order_by("order"))
+    if not required:
+        return []
+    stored = FreeTextAnswer.objects.filter(participant=participant).exclude(text="")
+    if study_level_answered is None:
+        study_level_answered = set(stored.filter(visit__isnull=True).values_list("question_id", flat=True))
+    blocks_seen = BlockVisit.objects.filter(
+        participant=participant, block__isnull=False, submitted_at__isnull=False
+    ).count() if any(q.per_block for q in required) else 0
+    answered_on_blocks = Counter(stored.filter(visit__isnull=False).values_list("question_id", flat=True))
+    missing = []
+    for question in required:
+        if question.per_block:
+            if answered_on_blocks[question.pk] < blocks_seen:
+                missing.append(question.key)
+        elif question.pk not in study_level_answered:
+            missing.append(question.key)
+    return missing
 
 
 def participant_exit(*, participant_id: int) -> None:

@@ -429,12 +429,16 @@ def demographics(request: HttpRequest, slug: str) -> HttpResponse:
     if request.method == "POST":
         form = _demographics_form(flow, data=request.POST)
         if form.is_valid():
-            services.participant_demographics_submit(
-                participant_id=flow.participant.pk, answers=form.answers(), free_text=form.free_text()
-            )
-            # The code is written and committed before any page can show it.
-            services.participant_complete(participant_id=flow.participant.pk)
-            return _go(slug, Step.DONE)
+            try:
+                services.participant_demographics_submit(
+                    participant_id=flow.participant.pk, answers=form.answers(), free_text=form.free_text()
+                )
+                # The code is written and committed before any page can show it.
+                services.participant_complete(participant_id=flow.participant.pk)
+            except services.RequiredAnswersMissing as missing:
+                form.add_required_errors(missing.question_keys)
+            else:
+                return _go(slug, Step.DONE)
         return render(request, "surveys/demographics.html", _page_context(flow, form=form), status=400)
     draft = selectors.draft_fields(participant_id=flow.participant.pk, visit_id=None)
     form = _demographics_form(flow, data=None, initial=draft)

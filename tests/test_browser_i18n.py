@@ -40,7 +40,7 @@ def test_a_participant_takes_the_chinese_counselor_study_in_chinese(live_server,
         page.goto(f"{live_server.url}/s/counselor-zh/?PROLIFIC_PID={PID}&STUDY_ID=st&SESSION_ID=se")
         page.get_by_role("heading", name="参与知情同意").wait_for()
         _assert_chinese_page(page)
-        assert page.title().startswith("知情同意 – 心理咨询回复评估")
+        assert page.title() == "知情同意 – 为寻求支持者的回复评分"  # the participant title, never the researchers'
         page.get_by_role("button", name="我同意参加").click()
 
         page.get_by_role("heading", name="说明").wait_for()

@@ -345,9 +345,9 @@ def test_the_progress_bar_counts_blocks(client, tide, steps):
 # web/sessions.py saves an unchanged session only every SESSION_REFRESH_SECONDS.
 BLOCK_GET_QUERIES = 10
 # The study's language and the reads of the page (without the time estimate), then the locked save (savepoint,
-# lock, current visit, placements, dimensions, ratings, ranks, submitted_at,
-# the draft's deletion, last_seen_at, release).
-BLOCK_POST_QUERIES = 19
+# lock, current visit, placements, dimensions, the per-block written questions (read even when none is answered: a
+# required one left blank is refused), ratings, ranks, submitted_at, the draft's deletion, last_seen_at, release).
+BLOCK_POST_QUERIES = 20
 
 
 @pytest.mark.parametrize("answered", [0, 20])

@@ -55,8 +55,29 @@
       });
     }
 
+    // The server's errors about the ranks (a rank missing or given twice) no longer hold once the
+    // list is a whole ranking: they leave the rows, and their lines leave the error summary.
+    function clearRankErrors() {
+      var summary = document.querySelector("[data-error-summary]");
+      rows().forEach(function (row) {
+        var select = selectOf(row);
+        var message = row.querySelector(".error-message");
+        row.classList.remove("has-error");
+        select.removeAttribute("aria-invalid");
+        if (message) {
+          var described = (select.getAttribute("aria-describedby") || "").split(" ");
+          select.setAttribute("aria-describedby", described.filter(function (id) { return id && id !== message.id; }).join(" "));
+          message.parentNode.removeChild(message);
+        }
+        var link = summary && summary.querySelector("a[href='#" + select.id + "']");
+        if (link) { link.closest("li").remove(); }
+      });
+      if (summary && !summary.querySelector("li")) { summary.remove(); }
+    }
+
     function writeRanks() {
       rows().forEach(function (row, i) { selectOf(row).value = String(i + 1); });
+      clearRankErrors();
       updateButtons();
       showState(true);
       // Setting a select's value fires no change event: tell the draft (below) the answers changed.

@@ -10,7 +10,7 @@ from django.utils.translation import gettext as _
 from ..definition_parts import facing
 from ..models import ItemPlacement
 from .base import QuestionType
-from .controls import Control, entered_value, field_error, radio_options, response_name
+from .controls import Control, entered_value, field_error, radio_options, response_title
 
 CHOICES_FILE = "choices.csv"
 CHOICE_EXPORT_COLUMNS = [
@@ -55,7 +55,7 @@ class BestWorstType(QuestionType):
         }
 
     def add_fields(self, form) -> None:
-        choices = [(str(p.pk), response_name(p.position)) for p in form.page.placements]
+        choices = [(str(p.pk), response_title(form, p)) for p in form.page.placements]
         for name, (required, invalid) in self._messages(form).items():
             form.fields[name] = forms.TypedChoiceField(
                 choices=choices, coerce=int, error_messages={"required": required, "invalid_choice": invalid},
@@ -71,7 +71,7 @@ class BestWorstType(QuestionType):
 
     def controls(self, form) -> list[Control]:
         labels = {"most": _("Most %(construct)s response"), "least": _("Least %(construct)s response")}
-        values = [(str(p.pk), response_name(p.position)) for p in form.page.placements]
+        values = [(str(p.pk), response_title(form, p)) for p in form.page.placements]
         return [
             Control(name=name, label=label % {"construct": form.construct},
                     options=radio_options(name, values, entered_value(form, name)), error=field_error(form, name))

@@ -80,6 +80,14 @@ def response_name(number: int) -> str:
     return _("Response %(number)s") % {"number": number}
 
 
+def response_title(form: forms.Form, placement) -> str:
+    """What the page calls a response wherever it names it (its card's heading, the ranking's rows, the
+    most/least and pairwise options): "Response 4", with the label the study shows, "Response 4 (D)"."""
+    label = letter_label(placement.position) if form.letter_labels else placement.item.source_label
+    name = response_name(placement.position)
+    return f"{name} ({label})" if label else name
+
+
 def free_text_messages() -> dict[str, str]:
     """The messages of a free-text answer; Django fills in the limit and the length given."""
     return {

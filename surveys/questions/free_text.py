@@ -87,6 +87,8 @@ class FreeTextType(QuestionType):
         for qid, text in answers.free_text.items():
             if qid not in questions or len(text) > questions[qid].max_length:
                 return "a written answer does not fit its question"
+        if blank := [q.key for q in page.free_text_questions if q.required and not answers.free_text.get(q.pk, "").strip()]:
+            return f"required questions not answered: {', '.join(blank)}"
         return None
 
     def save(self, page, participant, answers) -> None:

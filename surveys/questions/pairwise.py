@@ -15,7 +15,7 @@ from django.utils.translation import gettext as _
 from ..definition_parts import facing
 from ..models import BlockVisit
 from .base import QuestionType
-from .controls import Control, entered_value, field_error, radio_options, response_name
+from .controls import Control, entered_value, field_error, radio_options, response_title
 
 FIELD = "preference"
 Preference = BlockVisit.Preference
@@ -70,7 +70,7 @@ class PairwiseType(QuestionType):
         return page.study.pairwise_enabled and not page.is_check
 
     def _choices(self, form) -> list[tuple[str, str]]:
-        left, right = (response_name(p.position) for p in form.page.placements)
+        left, right = (response_title(form, p) for p in form.page.placements)
         return [
             (Preference.LEFT, _("%(response)s is better") % {"response": left}),
             (Preference.RIGHT, _("%(response)s is better") % {"response": right}),
