@@ -196,6 +196,8 @@ STORAGES = {
 
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/studies/"
+# Signing out lands on our sign-in page, not on the admin's "Logged out".
+LOGOUT_REDIRECT_URL = LOGIN_URL
 
 # Participants may take a long break; 60 minutes of inactivity is the floor.
 SESSION_COOKIE_AGE = env_int("SESSION_COOKIE_AGE", 4 * 60 * 60, minimum=60 * 60)

@@ -3,14 +3,16 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from web.accounts import RateLimitedLoginView
+from web.accounts import AdminLoginView, RateLimitedLoginView
 from web.security import chart_page_csp
-from web.views import healthz
+from web.views import favicon, healthz
 
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
-    path("admin/login/", RateLimitedLoginView.as_view(), name="admin-login"),
+    # Browsers ask for it on pages without an icon link (the admin, JSON, the API docs).
+    path("favicon.ico", favicon, name="favicon"),
+    path("admin/login/", AdminLoginView.as_view(), name="admin-login"),
     path("admin/", admin.site.urls),
     path("accounts/login/", RateLimitedLoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
