@@ -47,6 +47,9 @@ class Command(BaseCommand):
         self.stdout.write(self.style.SUCCESS(
             f"\nDemo researcher: {DEMO_USERNAME} / {DEMO_PASSWORD}  (sign in at {site}/accounts/login/)\n"
             f"Participant link: {site}/s/tide/?PROLIFIC_PID={secrets.token_hex(12)}&STUDY_ID=demo&SESSION_ID=demo\n"
+            f"Open link of the most-least study: {site}/s/most-least/\n"
+            f'Invited raters of the counselor study: python manage.py rater_links --study counselor --names "Ann,Bo" '
+            f"(or {site}/studies/counselor/raters/)\n"
         ))
 
     def _load_demo_study(self, path) -> None:
