@@ -16,7 +16,8 @@ class Command(BaseCommand):
         parser.add_argument(
             "--what", required=True, action="append", choices=sorted(EXPORTS) + ["results"],
             help="which export (repeat for several); 'results' writes every result table of the run. "
-            + "; ".join(f"{k}: {v.description}" for k, v in EXPORTS.items()),
+            # argparse formats help with %: a description's "95%" must be written "95%%".
+            + "; ".join(f"{k}: {v.description}" for k, v in EXPORTS.items()).replace("%", "%%"),
         )
         parser.add_argument("--out", required=True, help="output folder")
 
