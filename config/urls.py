@@ -19,7 +19,8 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     # The split view serves Swagger UI's start-up script as a file (our CSP forbids inline
     # scripts); Swagger UI positions elements with inline styles, as plotly does.
-    path("api/docs/", chart_page_csp(SpectacularSwaggerSplitView.as_view(url_name="api-schema")), name="api-docs"),
+    path("api/docs/", chart_page_csp(SpectacularSwaggerSplitView.as_view(
+        url_name="api-schema", template_name="api/swagger_ui.html")), name="api-docs"),
     path("api/", include("config.api_urls")),
     path("", include("analysis.urls")),
     path("", include("prolific.urls")),

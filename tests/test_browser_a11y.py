@@ -483,3 +483,25 @@ def test_the_recruitment_pages_have_no_serious_axe_violations(browser, live_serv
     assert "try again later" in open_visitor.title()
     blocking += audit(open_visitor, "too many new starts")
     assert blocking == []
+
+
+def test_the_studies_page_fits_a_phone_and_the_api_docs_have_no_serious_axe_violation(browser, live_server, owner,
+                                                                                      most_least, pairwise):
+    from tests.support.researcher import PASSWORD
+
+    for study in (most_least, pairwise):  # long titles, a "demo content" tag
+        study.owners.add(owner)
+    page = new_page(browser, viewport=PHONE)
+    page.goto(f"{live_server.url}/accounts/login/")
+    page.fill("input[name=username]", "owner")
+    page.fill("input[name=password]", PASSWORD)
+    page.click("button[type=submit], input[type=submit]")
+    page.goto(f"{live_server.url}/studies/")
+    assert page.locator("table.data tbody tr").count() == 2
+    _no_horizontal_scroll(page)
+    blocking = audit(page, "studies-375")
+    page.goto(f"{live_server.url}/api/docs/")
+    page.wait_for_selector(".opblock-tag")  # Swagger UI has drawn the endpoints
+    blocking += audit(page, "api-docs")
+    page.context.close()
+    assert blocking == []
