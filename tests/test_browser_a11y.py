@@ -424,6 +424,17 @@ def test_the_results_page_has_no_serious_axe_violation_and_its_charts_fit_a_phon
         assert page.locator("#fig-rating_means [data-title='Download plot as a png']").count() == 0
         if viewport is PHONE:
             _no_horizontal_scroll(page)
+            # The win grid on a phone: each cell shows its winner's mark (not the means, which overlapped),
+            # and the colour key is a legend inside the figure (the end of a title was cut off).
+            page.locator("#fig-win_grid").scroll_into_view_if_needed()
+            page.wait_for_selector("#fig-win_grid .legendtext")
+            texts = page.eval_on_selector_all("#fig-win_grid svg text", "nodes => nodes.map(n => n.textContent)")
+            assert {"▲", "▼", "="} & set(texts) and not [t for t in texts if " / " in t], texts
+            grid = page.locator("#fig-win_grid").bounding_box()
+            for entry in page.locator("#fig-win_grid .legendtext").all():
+                box = entry.bounding_box()
+                assert grid["x"] <= box["x"] and box["x"] + box["width"] <= grid["x"] + grid["width"], (box, grid)
+            assert len(page.locator("#fig-win_grid .legendtext").all()) == 3
             # The exclusion flow scrolls inside its own box on the dashboard; the page does not.
             page.goto(f"{live_server.url}/studies/{filled.slug}/")
             page.wait_for_selector("#chart-positions svg.main-svg")
