@@ -7,7 +7,7 @@ tokens) then run for real, in the order each document shows them, against a
 test database holding the demo studies. The others (Prolific's API, bots by the
 hundred, files to import, ``check --deploy`` with production variables,
 catalogues written into locale/) are checked by their parser only. Every
-``bin/``, ``bench/`` and ``fixtures/`` script the documents name exists, and
+``bin/``, ``bench/``, ``fixtures/`` and ``tests/`` file the documents name exists, and
 ``bin/run`` answers ``--help``.
 """
 
@@ -112,9 +112,9 @@ def _study(slug: str):
 
 
 def test_every_script_the_documents_name_exists():
-    script = re.compile(r"(?<![\w./])(bin/[\w-]+|(?:bench|fixtures)/[\w-]+\.py)")  # not .venv/bin/python
+    script = re.compile(r"(?<![\w./])(bin/[\w-]+|(?:bench|fixtures|tests)/[\w-]+\.py)")  # not .venv/bin/python
     named = {m for path in DOCUMENTS for m in script.findall(path.read_text())}
-    assert {"bin/run", "bin/test", "bin/screenshots", "bench/surge.py"} <= named
+    assert {"bin/run", "bin/test", "bin/screenshots", "bench/surge.py", "tests/test_browser_a11y.py"} <= named
     missing = sorted(path for path in named if not (ROOT / path).exists())
     assert not missing, missing
 
