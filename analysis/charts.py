@@ -19,6 +19,8 @@ from plotly.subplots import make_subplots
 from .regions import REGIONS, STATE_REGION
 
 # Conditions take these colours in the study's order (baseline, treatment, references, others).
+# The mark of a win-grid cell, by its winner: the baseline (-1), a tie (0) or the treatment (1).
+WIN_MARKS = {-1: "▼", 0: "=", 1: "▲"}
 PALETTE = ("#4c78a8", "#f58518", "#54a24b", "#b279a2", "#e45756", "#72b7b2", "#9d755d", "#bab0ac")
 TIE_COLOUR = "#eeeeee"
 
@@ -126,33 +128,47 @@ def win_grid(win: pd.DataFrame, *, baseline: str, treatment: str) -> dict[str, A
     if table.empty:
         return _empty(title, "No decided comparison yet.")
     codes = {baseline: -1, "tie": 0, treatment: 1}
+    colours = {-1: PALETTE[0], 0: TIE_COLOUR, 1: PALETTE[1]}
     models = sorted(table["model"].unique())
     scenarios = sorted(table["scenario"].unique())
     cells = table.set_index(["model", "scenario"])
-    z, text = [], []
+    z, text, marks = [], [], []
     for model in models:
-        z_row, text_row = [], []
+        z_row, text_row, mark_row = [], [], []
         for scenario in scenarios:
             if (model, scenario) in cells.index:
                 cell = cells.loc[(model, scenario)]
-                z_row.append(codes.get(cell["winner"], 0))
-                text_row.append(f"{cell['winner']}<br>{baseline} {_mean_text(cell['zs_mean'])}"
+                code = codes.get(cell["winner"], 0)
+                z_row.append(code)
+                mark_row.append(WIN_MARKS[code])
+                text_row.append(f"{WIN_MARKS[code]} {cell['winner']}<br>{baseline} {_mean_text(cell['zs_mean'])}"
                                 f" / {treatment} {_mean_text(cell['ft_mean'])}")
             else:
                 z_row.append(None)
                 text_row.append("")
+                mark_row.append("")
         z.append(z_row)
         text.append(text_row)
+        marks.append(mark_row)
     figure = go.Figure(
         go.Heatmap(
-            z=z, x=scenarios, y=models, text=text, texttemplate="%{text}", zmin=-1, zmax=1, showscale=False,
-            colorscale=[[0, PALETTE[0]], [0.5, TIE_COLOUR], [1, PALETTE[1]]],
-            hovertemplate="%{y} in %{x}: %{text}<extra></extra>",
+            z=z, x=scenarios, y=models, text=text, customdata=text, texttemplate="%{text}", zmin=-1, zmax=1,
+            showscale=False, colorscale=[[0, colours[-1]], [0.5, colours[0]], [1, colours[1]]],
+            hovertemplate="%{y} in %{x}: %{customdata}<extra></extra>",
+            # On a phone a cell is too narrow for the winner and the means: it shows the winner's mark
+            # (static/js/results.js), the legend says what each mark means, the hover gives the rest.
+            meta={"narrow": {"text": marks}},
         )
     )
-    # The cell text names the winner, so the colour is never the only cue.
-    figure.update_layout(title=f"{title} (blue: {baseline}, orange: {treatment})",
-                         height=120 + 45 * len(models))
+    # The colour key is a legend (it wraps on a narrow screen; a title is cut off there), and each
+    # cell also carries its winner's mark, so the colour is never the only cue.
+    for code, name in ((-1, f"{baseline} better"), (0, "tie"), (1, f"{treatment} better")):
+        figure.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=f"{WIN_MARKS[code]} {name}",
+                                    marker={"symbol": "square", "size": 14, "color": colours[code]},
+                                    hoverinfo="skip"))
+    figure.update_layout(title=title, height=150 + 45 * len(models), margin={"t": 110},
+                         legend={"orientation": "h", "y": 1.0, "yanchor": "bottom", "x": 0})
+    figure.update_yaxes(automargin=True)
     return _plain(figure)
 
 

@@ -2,7 +2,9 @@
 
 - ``run_in_process(persona=..., study=...)`` goes through the real views with
   Django's test ``Client``, under a simulated clock, so a session lasts a
-  realistic 10-75 minutes in a fraction of a second;
+  realistic 10-75 minutes in a fraction of a second; it enters by the study's
+  own recruitment channel (panel link, open link or a new invited rater's
+  link: ``bots.channels``);
 - ``run_over_http(persona=..., base_url=..., slug=...)`` does the same against
   a running server with only the standard library (for load tests);
 - ``run_with_services(persona=..., study=...)`` skips HTTP and templates but
@@ -17,11 +19,9 @@ from __future__ import annotations
 
 import random
 import re
-import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from urllib.parse import urlencode
 
 from django.utils import timezone
 
@@ -31,6 +31,7 @@ from surveys.forms import DemographicsForm, PageForm
 from surveys.models import Study
 
 from . import selectors as bot_selectors
+from .channels import entry_for, open_link_id, panel_entry
 from .pages import PageSpec, page_spec_from_db, page_spec_from_html
 from .personas import Persona, Quality
 from .quality import quality_from_db
@@ -94,12 +95,13 @@ def drive(
     quality: Quality = lambda pid: None,
     advance: Callable[[float], None] = lambda seconds: None,
     id_param: str = "PROLIFIC_PID",
+    entry: str | None = None,
 ) -> BotRun:
-    """Run one persona from the panel link to the completion code (or its exit)."""
+    """Run one persona from its entry link (the panel's, by default) to the completion code (or its exit)."""
     run = BotRun(persona=persona.name, external_id=external_id)
     browser = Browser(transport)
-    query = urlencode({id_param: external_id, "STUDY_ID": "bot-study", "SESSION_ID": secrets.token_hex(8)})
-    _, response = browser.go("GET", f"/s/{slug}/?{query}")
+    entry = entry or panel_entry(slug=slug, id_param=id_param, external_id=external_id).path
+    _, response = browser.go("GET", entry)
     pages_done, exit_at = 0, None
     while True:
         spec = page_spec_from_html(response.text)
@@ -160,22 +162,31 @@ def run_in_process(
     start: datetime | None = None,
     client=None,
     peek_quality: bool = True,
+    address: str | None = None,
 ) -> BotRun:
-    """Drive the real views with the test Client under a simulated clock."""
+    """Drive the real views with the test Client under a simulated clock, entering by the study's channel.
+
+    ``address`` is the bot's IP address (an open link limits new starts per address)."""
     rng = random.Random(seed)
     sim = SimulatedClock(start or timezone.now())
     quality = quality_from_db(study) if peek_quality else (lambda pid: None)
+    transport = ClientTransport(client, address=address)
     with clock.clock_set_to(sim.now):
-        return drive(
-            ClientTransport(client),
+        link = entry_for(study, external_id=external_id or new_external_id(rng))
+        run = drive(
+            transport,
             persona=persona,
             slug=study.slug,
-            external_id=external_id or new_external_id(rng),
+            external_id=link.external_id,
             rng=rng,
             quality=quality,
             advance=sim.advance,
-            id_param=study.id_param,
+            entry=link.path,
         )
+    if not run.external_id:  # an open link: the server drew the id and gave it to this browser
+        cookies = {name: morsel.value for name, morsel in transport.client.cookies.items()}
+        run.external_id = open_link_id(cookies, study)
+    return run
 
 
 def run_over_http(

@@ -46,6 +46,7 @@ class _PageParser(HTMLParser):
         self.numbers: dict[str, tuple[float, float, bool]] = {}
         self.legends: list[str] = []
         self.code = ""
+        self.finished = False  # the completion page (with no code on an open or invited link)
         self.placements: list[int] = []  # the response cards (data-placement), in page order
         self._select: str | None = None
         self._in_legend = False
@@ -79,6 +80,8 @@ class _PageParser(HTMLParser):
             self.placements.append(int(a["data-placement"]))
         elif "data-completion-code" in a:
             self._in_code = True
+        elif "data-finished-on" in a:
+            self.finished = True
 
     def handle_endtag(self, tag):
         if tag == "select":
@@ -99,7 +102,7 @@ def page_spec_from_html(html: str) -> PageSpec:
     parser = _PageParser()
     parser.feed(html)
     spec = PageSpec(kind=parser.kind, csrf_token=parser.hidden.get("csrfmiddlewaretoken", ""))
-    if parser.code:
+    if parser.code or parser.finished:
         spec.kind, spec.completion_code = "done", parser.code
     if parser.hidden.get("visit"):
         spec.visit_id = int(parser.hidden["visit"])

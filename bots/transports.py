@@ -26,10 +26,10 @@ class Transport(Protocol):
 class ClientTransport:
     """Django's test Client: the real URLs, middleware, views and templates, in-process."""
 
-    def __init__(self, client=None):
+    def __init__(self, client=None, *, address: str | None = None):
         from django.test import Client
 
-        self.client = client or Client()
+        self.client = client or (Client(REMOTE_ADDR=address) if address else Client())
 
     def request(self, method: str, path: str, data: dict[str, str] | None = None) -> RawResponse:
         if method == "POST":

@@ -3,21 +3,24 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from web.accounts import RateLimitedLoginView
+from web.accounts import AdminLoginView, RateLimitedLoginView
 from web.security import chart_page_csp
-from web.views import healthz
+from web.views import favicon, healthz
 
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
-    path("admin/login/", RateLimitedLoginView.as_view(), name="admin-login"),
+    # Browsers ask for it on pages without an icon link (the admin, JSON, the API docs).
+    path("favicon.ico", favicon, name="favicon"),
+    path("admin/login/", AdminLoginView.as_view(), name="admin-login"),
     path("admin/", admin.site.urls),
     path("accounts/login/", RateLimitedLoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     # The split view serves Swagger UI's start-up script as a file (our CSP forbids inline
     # scripts); Swagger UI positions elements with inline styles, as plotly does.
-    path("api/docs/", chart_page_csp(SpectacularSwaggerSplitView.as_view(url_name="api-schema")), name="api-docs"),
+    path("api/docs/", chart_page_csp(SpectacularSwaggerSplitView.as_view(
+        url_name="api-schema", template_name="api/swagger_ui.html")), name="api-docs"),
     path("api/", include("config.api_urls")),
     path("", include("analysis.urls")),
     path("", include("prolific.urls")),

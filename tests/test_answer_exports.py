@@ -220,6 +220,12 @@ def test_the_page_filters_by_question_and_block_and_pages(owner_client, reasons)
     assert 'href="?question=why&amp;page=2"' in owner_client.get(url, {"question": "why"}).content.decode()
 
 
+def test_the_page_says_when_no_answer_matches(owner_client, reasons, reasons_per_block):
+    nothing = owner_client.get(f"/studies/{reasons.slug}/free-text/", {"q": "no answer says this"})
+    assert nothing.status_code == 200 and "No written answers match." in nothing.content.decode()
+    assert "0 answers" in nothing.content.decode()
+
+
 @pytest.mark.parametrize("params, status", [
     ({"page": "abc"}, 200), ({"page": "999999"}, 200), ({"page": "-1"}, 200), ({"page": "1e400"}, 200),
     ({"question": "no-such-question"}, 400), ({"block": "\x00"}, 400), ({"q": "a\x00b"}, 400),

@@ -8,7 +8,8 @@ from django.core.management import call_command
 
 from bots.drive import BotRun, run_in_process, run_over_http
 from bots.personas import PERSONAS, EarlyExit, Persona, persona_mix, persona_named
-from surveys.models import BlockVisit, FreeTextAnswer, ItemPlacement, Participant, Rating
+from surveys.models import BlockVisit, FreeTextAnswer, ItemPlacement, Participant, RaterLink, Rating
+from tests.support.studies import load_fixture
 
 
 def reconcile(run: BotRun) -> Participant:
@@ -85,6 +86,7 @@ def test_an_early_exit_bot_leaves_half_way(tide):
 def test_a_best_worst_bot_answers_free_text_within_limits(most_least):
     run = run_in_process(persona=Persona(), study=most_least, seed=5)
     assert run.outcome == "completed"
+    assert run.external_id.startswith("open-")  # it came in by the study's open link
     reconcile(run)
     # The study's one "why" question is asked at the end, once.
     assert FreeTextAnswer.objects.count() <= 1
@@ -99,7 +101,26 @@ def test_the_persona_mix_is_mostly_honest_with_some_of_each():
     assert set(names) == set(PERSONAS)
 
 
-def test_the_http_driver_runs_a_bot_against_a_live_server(live_server, counselor):
+def test_an_in_process_bot_comes_in_by_its_own_invited_rater_link(counselor):
+    run = run_in_process(persona=Persona(), study=counselor, seed=3)
+    assert run.outcome == "completed" and run.completion_code == ""  # an invited rater has no code
+    link = RaterLink.objects.get(study=counselor)
+    assert link.name == "Simulated rater 1" and link.external_id == run.external_id
+    reconcile(run)
+
+
+def test_bots_on_an_open_link_each_come_from_their_own_address(most_least, settings):
+    """The open link allows an address few new starts: simulate_participants gives each bot its own."""
+    settings.OPEN_LINK_STARTS_PER_HOUR = 2
+    call_command("simulate_participants", study="most-least", n=4, seed=2)
+    participants = Participant.objects.filter(study=most_least)
+    assert participants.count() == 4 and participants.filter(status="completed").count() == 4
+    assert all(pid.startswith("open-") for pid in participants.values_list("external_id", flat=True))
+
+
+def test_the_http_driver_runs_a_bot_against_a_live_server(live_server, db):
+    # Over HTTP a bot enters by a panel link (the surge benchmark's Prolific study).
+    load_fixture("counselor.json", recruitment={"completion_code": "C0UNSEL1"})
     run = run_over_http(persona=Persona(), base_url=live_server.url, slug="counselor", seed=2)
     assert run.outcome == "completed" and run.completion_code == "C0UNSEL1"
     reconcile(run)

@@ -424,6 +424,17 @@ def test_the_results_page_has_no_serious_axe_violation_and_its_charts_fit_a_phon
         assert page.locator("#fig-rating_means [data-title='Download plot as a png']").count() == 0
         if viewport is PHONE:
             _no_horizontal_scroll(page)
+            # The win grid on a phone: each cell shows its winner's mark (not the means, which overlapped),
+            # and the colour key is a legend inside the figure (the end of a title was cut off).
+            page.locator("#fig-win_grid").scroll_into_view_if_needed()
+            page.wait_for_selector("#fig-win_grid .legendtext")
+            texts = page.eval_on_selector_all("#fig-win_grid svg text", "nodes => nodes.map(n => n.textContent)")
+            assert {"▲", "▼", "="} & set(texts) and not [t for t in texts if " / " in t], texts
+            grid = page.locator("#fig-win_grid").bounding_box()
+            for entry in page.locator("#fig-win_grid .legendtext").all():
+                box = entry.bounding_box()
+                assert grid["x"] <= box["x"] and box["x"] + box["width"] <= grid["x"] + grid["width"], (box, grid)
+            assert len(page.locator("#fig-win_grid .legendtext").all()) == 3
             # The exclusion flow scrolls inside its own box on the dashboard; the page does not.
             page.goto(f"{live_server.url}/studies/{filled.slug}/")
             page.wait_for_selector("#chart-positions svg.main-svg")
@@ -482,4 +493,26 @@ def test_the_recruitment_pages_have_no_serious_axe_violations(browser, live_serv
         open_visitor.goto(f"{live_server.url}/s/most-least/")
     assert "try again later" in open_visitor.title()
     blocking += audit(open_visitor, "too many new starts")
+    assert blocking == []
+
+
+def test_the_studies_page_fits_a_phone_and_the_api_docs_have_no_serious_axe_violation(browser, live_server, owner,
+                                                                                      most_least, pairwise):
+    from tests.support.researcher import PASSWORD
+
+    for study in (most_least, pairwise):  # long titles, a "demo content" tag
+        study.owners.add(owner)
+    page = new_page(browser, viewport=PHONE)
+    page.goto(f"{live_server.url}/accounts/login/")
+    page.fill("input[name=username]", "owner")
+    page.fill("input[name=password]", PASSWORD)
+    page.click("button[type=submit], input[type=submit]")
+    page.goto(f"{live_server.url}/studies/")
+    assert page.locator("table.data tbody tr").count() == 2
+    _no_horizontal_scroll(page)
+    blocking = audit(page, "studies-375")
+    page.goto(f"{live_server.url}/api/docs/")
+    page.wait_for_selector(".opblock-tag")  # Swagger UI has drawn the endpoints
+    blocking += audit(page, "api-docs")
+    page.context.close()
     assert blocking == []

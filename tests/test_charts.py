@@ -137,3 +137,25 @@ def test_most_least_shares_without_choices_say_so():
     assert figure["layout"]["annotations"][0]["text"] == "No most/least choices yet."
     unequal = charts.best_worst_shares_chart(_shares().assign(chance_share=[0.2, 0.25, 0.2, 0.25]))
     assert "shapes" not in unequal["layout"] and all(trace["type"] == "bar" for trace in unequal["data"])
+
+
+def test_the_win_grid_keys_its_colours_in_a_legend_and_marks_each_cell_for_a_phone():
+    win = pd.DataFrame([
+        {"model": "gpt", "scenario": "S1", "winner": "fine-tuned", "zs_mean": 3.1, "ft_mean": 4.2},
+        {"model": "gpt", "scenario": "S2", "winner": "zero-shot", "zs_mean": 4.0, "ft_mean": 3.5},
+        {"model": "llama", "scenario": "S1", "winner": "tie", "zs_mean": 3.5, "ft_mean": 3.5},
+    ])
+    figure = charts.win_grid(win, baseline="zero-shot", treatment="fine-tuned")
+    heatmap, *key = figure["data"]
+    # The key is a legend, not the end of a title that a phone cuts off.
+    assert "blue" not in figure["layout"]["title"]["text"]
+    colourscale = {stop: colour for stop, colour in heatmap["colorscale"]}
+    assert [(trace["name"], trace["marker"]["color"]) for trace in key] == [
+        ("▼ zero-shot better", colourscale[0]), ("= tie", colourscale[0.5]), ("▲ fine-tuned better", colourscale[1])]
+    assert figure["layout"]["legend"]["orientation"] == "h"
+    # Each cell names its winner with its mark and means; on a phone (results.js) it shows the mark alone.
+    assert heatmap["text"] == [["▲ fine-tuned<br>zero-shot 3.10 / fine-tuned 4.20",
+                                "▼ zero-shot<br>zero-shot 4.00 / fine-tuned 3.50"],
+                               ["= tie<br>zero-shot 3.50 / fine-tuned 3.50", ""]]
+    assert heatmap["meta"]["narrow"] == {"text": [["▲", "▼"], ["=", ""]]}
+    assert heatmap["customdata"] == heatmap["text"]  # what the hover shows, on a phone too

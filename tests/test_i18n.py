@@ -16,14 +16,19 @@ from surveys.loader import study_load
 from surveys.models import BlockVisit, Participant
 from tests.support.paths import ROOT
 from tests.support.studies import load_fixture
+from tests.support.survey_steps import SurveySteps
 
 PO = ROOT / "locale" / "zh_Hans" / "LC_MESSAGES" / "django.po"
-ZH_PID = "c" * 24
 
 
 @pytest.fixture
 def counselor_zh(db):
     return load_fixture("counselor_zh.json")
+
+
+def _link(study) -> str:
+    """A new invited rater's personal link: the counselor studies recruit invited raters."""
+    return SurveySteps().link(study)
 
 
 def _html(response) -> str:
@@ -114,7 +119,7 @@ def test_an_unknown_language_is_refused_with_the_known_ones():
 
 
 def test_the_language_cannot_change_once_participants_exist(counselor_zh, client, tmp_path):
-    client.get(f"/s/counselor-zh/?PROLIFIC_PID={ZH_PID}")
+    client.get(_link(counselor_zh))
     client.post("/s/counselor-zh/consent/", {"decision": "accept"})
     path = tmp_path / "counselor_zh.json"
     path.write_text((ROOT / "fixtures" / "counselor_zh.json").read_text().replace('"zh-hans"', '"en"'))
@@ -130,7 +135,7 @@ def test_the_language_cannot_change_once_participants_exist(counselor_zh, client
 
 
 def test_the_pages_of_a_chinese_study_are_in_chinese(counselor_zh, client):
-    response = client.get(f"/s/counselor-zh/?PROLIFIC_PID={ZH_PID}", follow=True)
+    response = client.get(_link(counselor_zh), follow=True)
     html = _html(response)
     assert '<html lang="zh-hans" dir="ltr">' in html
     assert response.headers["Content-Language"] == "zh-hans"
@@ -140,7 +145,7 @@ def test_the_pages_of_a_chinese_study_are_in_chinese(counselor_zh, client):
 
 
 def test_validation_messages_are_in_the_study_language(counselor_zh, client):
-    client.get(f"/s/counselor-zh/?PROLIFIC_PID={ZH_PID}")
+    client.get(_link(counselor_zh))
     client.post("/s/counselor-zh/consent/", {"decision": "accept"})
     client.post("/s/counselor-zh/instructions/")
     page = client.get("/s/counselor-zh/page/")
@@ -154,7 +159,7 @@ def test_validation_messages_are_in_the_study_language(counselor_zh, client):
 
 
 def test_a_fixed_answer_is_shown_translated_and_stored_in_english(counselor_zh, client):
-    client.get(f"/s/counselor-zh/?PROLIFIC_PID={ZH_PID}")
+    client.get(_link(counselor_zh))
     client.post("/s/counselor-zh/consent/", {"decision": "accept"})
     client.post("/s/counselor-zh/instructions/")
     while _answer_current_page(client, counselor_zh) in ("block", "check"):
@@ -164,7 +169,7 @@ def test_a_fixed_answer_is_shown_translated_and_stored_in_english(counselor_zh, 
     bad = client.post("/s/counselor-zh/about-you/", {"experience_years": "abc", "role": PREFER_NOT})
     assert "请输入 0 到 60 之间的数字。" in _html(bad)
     done = client.post("/s/counselor-zh/about-you/", {"experience_years": "7", "role": PREFER_NOT}, follow=True)
-    participant = Participant.objects.get(external_id=ZH_PID)
+    participant = Participant.objects.get(study=counselor_zh)
     assert participant.demographics == {"experience_years": "7", "role": PREFER_NOT}
     html = _html(done)
     assert "谢谢，您已完成本研究" in html
@@ -174,13 +179,13 @@ def test_a_fixed_answer_is_shown_translated_and_stored_in_english(counselor_zh, 
 
 
 def test_the_language_does_not_leak_into_the_next_request(counselor_zh, client):
-    client.get(f"/s/counselor-zh/?PROLIFIC_PID={ZH_PID}", follow=True)
+    client.get(_link(counselor_zh), follow=True)
     html = _html(client.get("/"))
     assert '<html lang="en" dir="ltr">' in html and "Skip to content" in html
 
 
 def test_an_english_study_stays_in_english(counselor, client):
-    response = client.get(f"/s/counselor/?PROLIFIC_PID={ZH_PID}", follow=True)
+    response = client.get(_link(counselor), follow=True)
     assert '<html lang="en" dir="ltr">' in _html(response) and "I agree to take part" in _html(response)
     assert response.headers["Content-Language"] == "en"
 
@@ -194,8 +199,8 @@ def test_a_right_to_left_language_turns_the_page_right_to_left(db, client):
     fall back to English texts, but the document flows right to left."""
     definition = read_definition_file(ROOT / "fixtures" / "counselor_zh.json")
     definition.update(slug="counselor-ar", language="ar")
-    study_load(definition=parse_definition(definition))
-    html = _html(client.get(f"/s/counselor-ar/?PROLIFIC_PID={ZH_PID}", follow=True))
+    study = study_load(definition=parse_definition(definition)).study
+    html = _html(client.get(_link(study), follow=True))
     assert '<html lang="ar" dir="rtl">' in html
 
 

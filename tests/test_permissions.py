@@ -69,8 +69,9 @@ PARTICIPANT_PID = "c" * 24
 EXPECTED: dict[str, Expect] = {
     # sign-in
     "login": public("/accounts/login/", other=(302, "/studies/"), owner=(302, "/studies/"), staff=(302, "/studies/")),
-    "admin-login": public("/admin/login/", other=(302, "/studies/"), owner=(302, "/studies/"),
-                          staff=(302, "/studies/")),
+    # A signed-in researcher who is not staff is told the admin is closed to them (a redirect looped).
+    "admin-login": public("/admin/login/", other=403, owner=403, staff=(302, "/studies/")),
+    "favicon": public("/favicon.ico", (301, "/static/favicon.ico")),
     "logout": public("/accounts/logout/", 405),  # logging out is a POST
     # API docs and schema are public: they describe the endpoints, never data.
     "api-schema": public("/api/schema/"),

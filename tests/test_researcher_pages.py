@@ -246,6 +246,36 @@ def test_password_spraying_from_one_address_never_locks_out_another_account(clie
     assert signed_in.status_code == 302
 
 
+def test_signing_out_lands_on_the_sign_in_page_not_the_admins(owner_client):
+    response = owner_client.post("/accounts/logout/", follow=True)
+    assert response.redirect_chain == [("/accounts/login/", 302)]
+    page = response.content.decode()
+    assert "Researcher sign-in" in page and "Logged out" not in page
+    assert owner_client.get("/studies/").status_code == 302  # signed out indeed
+
+
+def test_a_researcher_who_is_not_staff_is_told_the_admin_is_not_for_them_instead_of_a_redirect_loop(owner_client):
+    response = owner_client.get("/admin/", follow=True)
+    assert response.status_code == 403
+    assert response.redirect_chain == [("/admin/login/?next=/admin/", 302)]
+    assert "The admin is for staff" in response.content.decode() and 'href="/studies/"' in response.content.decode()
+
+
+def test_staff_signed_in_go_on_from_the_admin_sign_in_to_the_admin(client, staff):
+    client.force_login(staff)
+    assert client.get("/admin/login/?next=/admin/")["Location"] == "/admin/"
+    assert client.get("/admin/").status_code == 200
+
+
+def test_favicon_ico_is_the_sites_icon(client):
+    from django.contrib.staticfiles import finders
+
+    response = client.get("/favicon.ico")
+    assert response.status_code == 301 and response["Location"] == "/static/favicon.ico"
+    icon = finders.find("favicon.ico")
+    assert icon and open(icon, "rb").read(4) == b"\x00\x00\x01\x00"  # an ICO file
+
+
 def test_researcher_pages_downloads_and_the_api_are_never_stored(owner_client, done_run, owner_token):
     slug = done_run.study.slug
     for path in (f"/studies/{slug}/", f"/studies/{slug}/runs/{done_run.pk}/", f"/studies/{slug}/exports/",

@@ -85,3 +85,13 @@ class RateLimitedLoginView(auth_views.LoginView):
         # The attempt's account and address counts stay: they were this failure's.
         hit(_address_account_key(_address(self.request), _username(self.request)), WINDOW_SECONDS)
         return super().form_invalid(form)
+
+
+class AdminLoginView(RateLimitedLoginView):
+    """The admin's sign-in. A signed-in researcher who is not staff is told the admin is not for them:
+    sending them on to ``next`` (the admin) would send them straight back here, for ever."""
+
+    def dispatch(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        if request.user.is_authenticated and not request.user.is_staff:
+            return render(request, "registration/admin_not_staff.html", status=403)
+        return super().dispatch(request, *args, **kwargs)

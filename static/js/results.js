@@ -38,6 +38,13 @@
     var legend = Object.assign({}, layout.legend || {}, { font: { size: 10 } });
     return Object.assign({}, layout, { margin: margin, title: title, legend: legend });
   }
+  // A trace may say what changes on a phone (meta.narrow: e.g. the win grid's cells show marks).
+  function narrowData(el, data) {
+    if (el.clientWidth >= 600) { return data; }
+    return data.map(function (trace) {
+      return trace.meta && trace.meta.narrow ? Object.assign({}, trace, trace.meta.narrow) : trace;
+    });
+  }
   function figureOf(el) {
     for (var attribute in sources) {
       if (el.hasAttribute(attribute)) { return sources[attribute][el.getAttribute(attribute)]; }
@@ -52,7 +59,7 @@
     if (drawn[index]) { return drawn[index]; }
     var figure = figureOf(el);
     var layout = figure.layout.template || !template ? figure.layout : Object.assign({ template: template }, figure.layout);
-    drawn[index] = Plotly.newPlot(el, figure.data, narrow(el, layout), config);
+    drawn[index] = Plotly.newPlot(el, narrowData(el, figure.data), narrow(el, layout), config);
     return drawn[index];
   }
   document.querySelectorAll("[data-download]").forEach(function (button) {

@@ -2,23 +2,29 @@
 
 from __future__ import annotations
 
+from bots.channels import entry_for
 from bots.pages import page_spec_from_html
 from bots.personas import expected_check_value
-from surveys.models import Participant
+from surveys.models import Participant, Study
 
 
 class SurveySteps:
     """Short-hands for walking a participant through the real views with a test Client."""
 
     def link(self, study, external_id: str = "a" * 24) -> str:
-        return f"/s/{study.slug}/?{study.id_param}={external_id}&STUDY_ID=st1&SESSION_ID=se1"
+        """The entry link of the study's recruitment channel (an invited study makes a new rater link)."""
+        if study.recruitment_mode == Study.RecruitmentMode.PANEL:
+            return f"/s/{study.slug}/?{study.id_param}={external_id}&STUDY_ID=st1&SESSION_ID=se1"
+        return entry_for(study, external_id=external_id).path
 
     def start(self, client, study, external_id: str = "a" * 24):
-        """Enter, consent and read the instructions; returns the participant."""
+        """Enter (by the study's channel), consent and read the instructions; returns the participant.
+
+        ``external_id`` is the panel id; an open link's or an invited rater's id is the server's."""
         client.get(self.link(study, external_id))
         client.post(f"/s/{study.slug}/consent/", {"decision": "accept"})
         client.post(f"/s/{study.slug}/instructions/")
-        return Participant.objects.get(study=study, external_id=external_id)
+        return Participant.objects.get(pk=client.session[f"survey:{study.slug}"]["participant_id"])
 
     def page(self, client, study):
         """(response, PageSpec) of the participant's current page."""

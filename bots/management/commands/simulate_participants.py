@@ -3,13 +3,20 @@
     python manage.py simulate_participants --study tide --n 150 [--seed S]
 
 Tops the study up to N non-preview participants, so running it twice adds
-nobody. The bots answer through the same forms and services as the views
-(not over HTTP, to stay fast), with a simulated clock so each session takes
-a realistic time, spread over the last few days.
+nobody. Each bot comes in by the study's recruitment channel, with a simulated
+clock so each session takes a realistic time, spread over the last few days:
+
+- a panel study: the bots answer through the same forms and services as the
+  views, with Prolific-style ids (not through the pages, to stay fast at 150);
+- an open link: each bot opens ``/s/<slug>/`` from its own address (in
+  198.18.0.0/15, the range reserved for benchmarks) and goes through the pages;
+- invited raters: each bot gets its own personal link ("Simulated rater N",
+  listed on the study's Invited raters page) and goes through the pages.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import random
 import time
 from collections import Counter
@@ -19,11 +26,14 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 from django.utils import timezone
 
-from bots.drive import run_with_services
-from bots.personas import persona_mix
-from bots.quality import quality_from_db
+from bots.drive import BotRun, run_in_process, run_with_services
+from bots.personas import Persona, persona_mix
+from bots.quality import Quality, quality_from_db
 from surveys import services
 from surveys.models import Participant, Study
+
+# Addresses of the simulated visitors of an open link (RFC 2544's benchmarking range).
+BOT_ADDRESSES = ipaddress.ip_network("198.18.0.0/15")
 
 
 class Command(BaseCommand):
@@ -46,15 +56,16 @@ class Command(BaseCommand):
         quality = quality_from_db(target)
         now, started = timezone.now(), time.monotonic()
         outcomes: Counter[str] = Counter()
-        for persona in personas:
+        for number, persona in enumerate(personas, start=existing):
             start = now - timedelta(days=rng.uniform(0, days), hours=2)
             try:
                 # One transaction per participant: a crash leaves no half-simulated person.
                 with transaction.atomic():
-                    run = run_with_services(
-                        persona=persona, study=target, seed=rng.getrandbits(62), start=start, quality=quality
-                    )
+                    run = _simulate_one(target, persona, seed=rng.getrandbits(62), start=start,
+                                        quality=quality, number=number)
             except services.StudyFull:
+                run = BotRun(persona=persona.name, external_id="", outcome="refused")
+            if run.outcome == "refused":
                 self.stdout.write(self.style.WARNING("the study reached its target; stopping"))
                 break
             outcomes[f"{persona.name}:{run.outcome}"] += 1
@@ -63,3 +74,11 @@ class Command(BaseCommand):
             f"{target.slug}: {sum(outcomes.values())} simulated participants added "
             f"({existing} already there) in {time.monotonic() - started:.1f} s: {summary}"
         ))
+
+
+def _simulate_one(study: Study, persona: Persona, *, seed: int, start, quality: Quality, number: int) -> BotRun:
+    """One bot, entering by the study's recruitment channel."""
+    if study.recruitment_mode == Study.RecruitmentMode.PANEL:
+        return run_with_services(persona=persona, study=study, seed=seed, start=start, quality=quality)
+    address = str(BOT_ADDRESSES[number % BOT_ADDRESSES.num_addresses])
+    return run_in_process(persona=persona, study=study, seed=seed, start=start, address=address)

@@ -14,8 +14,11 @@ DEMO_USERNAME = "researcher"
 DEMO_PASSWORD = "demo-researcher-password"
 DEMO_PARTICIPANTS = 150
 FIXTURES = ["fixtures/tide.json", "fixtures/counselor.json", "fixtures/most_least.json", "fixtures/pairwise.json"]
-# Scripted participants the pairwise demo starts with, so that its results can be run at once.
+# Scripted participants each other demo starts with, so that its results can be run at once;
+# each comes in by its study's recruitment channel (bots.channels).
 DEMO_PAIRWISE_PARTICIPANTS = 40
+DEMO_RATERS = 5  # invited raters of the counselor study, as the CUHK report's five psychology students
+DEMO_OPEN_LINK_PARTICIPANTS = 40  # the most-least study's open link, up to its target of 40
 
 
 class Command(BaseCommand):
@@ -33,7 +36,9 @@ class Command(BaseCommand):
             content_type__app_label="surveys", codename__in=["view_study", "view_item", "view_participant"]))
         for study in Study.objects.filter(slug__in=["tide", "counselor", "most-least", "pairwise"]):
             study.owners.add(user)
-        for slug, target in {"tide": DEMO_PARTICIPANTS, "pairwise": DEMO_PAIRWISE_PARTICIPANTS}.items():
+        targets = {"tide": DEMO_PARTICIPANTS, "pairwise": DEMO_PAIRWISE_PARTICIPANTS,
+                   "counselor": DEMO_RATERS, "most-least": DEMO_OPEN_LINK_PARTICIPANTS}
+        for slug, target in targets.items():
             study = Study.objects.get(slug=slug)
             if Participant.objects.filter(study=study, is_preview=False).count() < target:
                 # Tops up to the target only, so running setup_demo again adds nobody.
@@ -42,6 +47,9 @@ class Command(BaseCommand):
         self.stdout.write(self.style.SUCCESS(
             f"\nDemo researcher: {DEMO_USERNAME} / {DEMO_PASSWORD}  (sign in at {site}/accounts/login/)\n"
             f"Participant link: {site}/s/tide/?PROLIFIC_PID={secrets.token_hex(12)}&STUDY_ID=demo&SESSION_ID=demo\n"
+            f"Open link of the most-least study: {site}/s/most-least/\n"
+            f'Invited raters of the counselor study: python manage.py rater_links --study counselor --names "Ann,Bo" '
+            f"(or {site}/studies/counselor/raters/)\n"
         ))
 
     def _load_demo_study(self, path) -> None:
