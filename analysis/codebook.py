@@ -318,13 +318,14 @@ _DIMENSION_WILCOXON: dict[str, Column] = {
     "dimension": _DESCRIPTIVES["dimension"],
     "level": Column("what one pair is", TEXT, "rater_item (a rater x block: the rater's mean rating of the block's "
                     "baseline responses and of its treatment responses), rater_mean (a rater: the means of that "
-                    "rater's rater_item pairs)"),
+                    "rater's rater_item pairs; empty when participants judged a share of the blocks), item (a "
+                    "block: the means over its raters of its rater_item pairs)"),
     "baseline": Column("the study's baseline condition (the first side of every pair)", TEXT,
                        "the study's baseline condition"),
     "treatment": Column("the study's treatment condition (the second side of every pair)", TEXT,
                         "the study's treatment condition"),
-    "n_pairs": Column("pairs at this level: rater x blocks (rater_item) or raters (rater_mean) with ratings in both "
-                      "conditions", INTEGER, COUNT),
+    "n_pairs": Column("pairs at this level: rater x blocks (rater_item), raters (rater_mean) or blocks (item) with "
+                      "ratings in both conditions", INTEGER, COUNT),
     "n_nonzero": Column("pairs whose difference is not zero (the pairs the test uses)", INTEGER, COUNT),
     "n_raters": Column("raters (participants) in the pairs", INTEGER, COUNT),
     "mean_baseline": Column("mean " + _PAIR_SIDE.format(side="baseline"), NUMBER, ON_SCALE),

@@ -110,6 +110,8 @@ class Design:
     has_best_worst: bool = False
     has_pairwise: bool = False
     has_gold: bool = False
+    #: Every participant judges every block (allocation "all"); False when each judges a share of them.
+    complete_blocks: bool = True
 
     @property
     def features(self) -> frozenset[str]:
@@ -130,7 +132,7 @@ class Design:
     def options(self) -> dict[str, Any]:
         """Every keyword an analysis may ask of the design (``Analysis.design_options``)."""
         return {"baseline": self.baseline, "treatment": self.treatment, "references": self.references,
-                "subgroups": self.subgroups}
+                "subgroups": self.subgroups, "complete_blocks": self.complete_blocks}
 
     def options_for(self, design_options: tuple[str, ...]) -> dict[str, Any]:
         return {name: self.options[name] for name in design_options}
@@ -176,7 +178,14 @@ def design_of(definition: StudyDefinition, *, has_gold: bool = False) -> Design:
         has_best_worst=definition.best_worst,
         has_pairwise=definition.pairwise,
         has_gold=has_gold,
+        complete_blocks=_judges_every_block(definition),
     )
+
+
+def _judges_every_block(definition: StudyDefinition) -> bool:
+    """Whether every participant judges every block: the study's ``allocation`` is "all" (the default)."""
+    allocation = getattr(definition, "allocation", "all")
+    return allocation is None or allocation == "all"
 
 
 def study_design(study_id: int) -> Design:

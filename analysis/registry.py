@@ -181,10 +181,12 @@ REGISTERED: tuple[Analysis, ...] = (
              needs=frozenset({"ratings", "comparison"}), own_task=True),
     Analysis("position_bias", "Position bias", "ratings", "mean rating by display position and a flatness test",
              stats.position_bias, figures=("position_bias",)),
-    Analysis("dimension_wilcoxon", "Baseline vs treatment per dimension (Wilcoxon signed-rank, paired by rater)",
-             "ratings", "per rating dimension, the baseline vs the treatment condition paired by rater x block and by "
-             "rater means: Wilcoxon signed-rank, Holm across dimensions, medians and effect sizes",
-             stats.dimension_wilcoxon, design_options=("baseline", "treatment"),
+    Analysis("dimension_wilcoxon",
+             "Baseline vs treatment per dimension (Wilcoxon signed-rank, paired by rater and by item)",
+             "ratings", "per rating dimension, the baseline vs the treatment condition paired by rater x block, by "
+             "rater means (left out when participants judge a share of the blocks) and by item (each block's "
+             "means over its raters): Wilcoxon signed-rank, Holm across dimensions, medians and effect sizes",
+             stats.dimension_wilcoxon, design_options=("baseline", "treatment", "complete_blocks"),
              needs=frozenset({"ratings", "comparison"})),
     _sensitivity("ttests", "Sensitivity: t-tests with and without the straight-lining rule",
                  "ttests.csv computed with and without the straight-lining rule", ("ratings", "subgroups")),

@@ -66,10 +66,10 @@ def loop_pairs(ratings: pd.DataFrame, dimension: str, level: str) -> tuple[list[
              for key, sides in sorted(cells.items()) if sides[BASELINE] and sides[TREATMENT]}
     if level == "rater_item":
         return [b for b, _ in pairs.values()], [t for _, t in pairs.values()]
-    per_rater: dict[str, list[tuple[float, float]]] = defaultdict(list)
-    for (rater, _), pair in pairs.items():
-        per_rater[rater].append(pair)
-    means = [(np.mean([b for b, _ in sides]), np.mean([t for _, t in sides])) for _, sides in sorted(per_rater.items())]
+    per_unit: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for (rater, block), pair in pairs.items():
+        per_unit[rater if level == "rater_mean" else block].append(pair)
+    means = [(np.mean([b for b, _ in sides]), np.mean([t for _, t in sides])) for _, sides in sorted(per_unit.items())]
     return [b for b, _ in means], [t for _, t in means]
 
 
@@ -105,7 +105,7 @@ def test_it_matches_scipy_on_pairs_built_by_hand(level):
         baseline, treatment = loop_pairs(ratings, dimension, level)
         expected = stats.wilcoxon(treatment, baseline)
         by_hand = signed_rank_by_hand(baseline, treatment)
-        assert row["n_pairs"] == len(baseline) == (60 if level == "rater_item" else 4)
+        assert row["n_pairs"] == len(baseline) == {"rater_item": 60, "rater_mean": 4, "item": 15}[level]
         assert row["n_nonzero"] == by_hand["n"]
         assert row["W"] == pytest.approx(expected.statistic, abs=TOL) == pytest.approx(by_hand["W"], abs=TOL)
         assert row["p"] == pytest.approx(expected.pvalue, abs=TOL)
@@ -123,7 +123,7 @@ def test_it_matches_scipy_on_pairs_built_by_hand(level):
 
 def test_holm_runs_across_the_dimensions_within_each_level():
     table = wilcoxon(panel(raters=4, blocks=15))
-    assert table["level"].tolist() == ["rater_item"] * 3 + ["rater_mean"] * 3
+    assert table["level"].tolist() == ["rater_item"] * 3 + ["rater_mean"] * 3 + ["item"] * 3
     for level, rows in table.groupby("level"):
         assert rows["p_holm"].tolist() == pytest.approx(hand_holm(rows["p"].tolist()), abs=TOL)
         assert (rows["holm_family"] == f"level={level} (across 3 dimensions)").all()
@@ -155,10 +155,10 @@ def test_one_dimension_and_no_dimension_column_give_one_row_per_level():
     ratings = panel(dimensions=("overall",), gains=(0.5,))
     for frame in (ratings, ratings.drop(columns=["dimension"])):
         table = wilcoxon(frame)
-        assert table["level"].tolist() == ["rater_item", "rater_mean"]
+        assert table["level"].tolist() == ["rater_item", "rater_mean", "item"]
         assert table["p_holm"].tolist() == pytest.approx(table["p"].tolist(), abs=TOL)
         assert (table["holm_family"].str.endswith("(across 1 dimensions)")).all()
-    assert wilcoxon(ratings.drop(columns=["dimension"]))["dimension"].tolist() == ["", ""]
+    assert wilcoxon(ratings.drop(columns=["dimension"]))["dimension"].tolist() == ["", "", ""]
 
 
 def test_a_rater_missing_a_condition_is_left_out_with_a_note():
@@ -167,7 +167,7 @@ def test_a_rater_missing_a_condition_is_left_out_with_a_note():
     lacking = (ratings["condition"] == TREATMENT) & (
         (ratings["participant_id"] == "r0") | ((ratings["participant_id"] == "r1") & ratings["block_id"].isin(["B0", "B1"])))
     table = wilcoxon(ratings[~lacking]).set_index(["level", "dimension"])
-    for level, n_pairs in (("rater_item", 2 * 12 + 10), ("rater_mean", 3)):
+    for level, n_pairs in (("rater_item", 2 * 12 + 10), ("rater_mean", 3), ("item", 12)):
         row = table.loc[(level, "coherence")]
         assert row["n_pairs"] == n_pairs and row["n_raters"] == 3
         assert row["note"].startswith("14 rater x block cells lack control or tuned (left out); "
@@ -179,7 +179,7 @@ def test_a_rater_missing_a_condition_is_left_out_with_a_note():
 def test_all_differences_zero_is_a_note_not_an_error():
     ratings = panel().assign(rating=3.0)
     table = wilcoxon(ratings)
-    assert len(table) == 6
+    assert len(table) == 9
     assert (table["note"] == "every difference is zero: no test").all()
     assert table[["W", "z", "p", "p_holm", "r"]].isna().all().all()
     assert (table["median_difference"] == 0).all() and (table["n_nonzero"] == 0).all()
@@ -448,7 +448,7 @@ def test_the_registry_runs_them_for_the_designs_they_need(settings):
     choices = {a.name for a in registry.statistics_analyses(design={"best_worst"})}
     assert "dimension_wilcoxon" in comparison and "dimension_wilcoxon" not in choices
     assert {"best_worst", "best_worst_shares"} <= choices and "best_worst_shares" not in comparison
-    assert registry.ANALYSES["dimension_wilcoxon"].design_options == ("baseline", "treatment")
+    assert registry.ANALYSES["dimension_wilcoxon"].design_options == ("baseline", "treatment", "complete_blocks")
     settings.ANALYSIS_BOOTSTRAP_SAMPLES = 33
     assert registry.options_from_settings(registry.ANALYSES["best_worst"]) == {"n_boot": 33}
     assert registry.figure_source("best_worst_shares").name == "best_worst_shares"
@@ -474,6 +474,7 @@ def test_the_counselor_panels_frame_gives_a_row_per_dimension_and_level(counselo
     blocks = ratings.groupby("participant_id", observed=True)["block_id"].nunique().sum()
     assert (table.loc[table["level"] == "rater_item", "n_pairs"] == blocks).all()
     assert (table.loc[table["level"] == "rater_mean", "n_pairs"] == 4).all()
+    assert (table.loc[table["level"] == "item", "n_pairs"] == ratings["block_id"].nunique()).all()
 
 
 @pytest.mark.django_db

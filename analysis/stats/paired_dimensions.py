@@ -1,11 +1,18 @@
-"""Baseline vs treatment per rating dimension, paired within raters: Wilcoxon signed-rank at two levels.
+"""Baseline vs treatment per rating dimension, paired within raters and within items: Wilcoxon signed-rank at three levels.
 
-A design where a small panel rates every item on several scales (e.g. three
-5-point dimensions) and both conditions answer every prompt: each rater's
-baseline rating of a block is paired with their treatment rating of the same
-block (``rater_item``), and each rater's mean baseline rating with their mean
-treatment rating (``rater_mean``). Holm runs across the dimensions within
-each level. The condition names come from the study's design, never from here.
+A design where raters judge items on several scales (e.g. three 5-point
+dimensions) and both conditions answer every prompt: each rater's baseline
+rating of a block is paired with their treatment rating of the same block
+(``rater_item``), each rater's mean baseline rating with their mean treatment
+rating (``rater_mean``), and each block's mean baseline rating over its raters
+with its mean treatment rating over the same raters (``item``). Holm runs
+across the dimensions within each level. The condition names come from the
+study's design, never from here.
+
+Only ``rater_mean`` needs every rater to judge every block: when each
+participant judges a share of the blocks (an allocation of k blocks each),
+rater means rest on different items and are not comparable, so that level is
+left out with a note; ``item`` uses what each block got.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ from scipy import stats
 from analysis.stats.primitives import _join_notes, _missing_columns_note, _note_frame, holm, rank_biserial
 
 #: The two pairing levels, in table order.
-PAIRING_LEVELS = ("rater_item", "rater_mean")
+PAIRING_LEVELS = ("rater_item", "rater_mean", "item")
 
 # With fewer non-zero pairs the two-sided signed-rank test cannot reach p < 0.05
 # (its smallest p is 2 / 2**n: 0.0625 at n = 5).
@@ -43,15 +50,20 @@ def dimension_wilcoxon(
     condition: str = "condition",
     rating: str = "rating",
     dimension_column: str = "dimension",
+    complete_blocks: bool = True,
 ) -> pd.DataFrame:
-    """Wilcoxon signed-rank test of ``treatment`` vs ``baseline`` per dimension, paired two ways.
+    """Wilcoxon signed-rank test of ``treatment`` vs ``baseline`` per dimension, paired three ways.
 
     ``level="rater_item"``: one pair per rater x block, the mean of the
     rater's ratings of the block's baseline responses and the mean of their
     ratings of its treatment responses (systems pooled: both sides come from
     the same block). ``level="rater_mean"``: one pair per rater, the means of
-    those pairs' two sides, so both rest on the same blocks. A rater x block
-    that lacks one condition is left out and counted in ``note``.
+    those pairs' two sides, so both rest on the same blocks. ``level="item"``:
+    one pair per block, the means over raters of those pairs' two sides, so
+    both rest on the same raters (the unit when the benefit varies by item).
+    A rater x block that lacks one condition is left out and counted in
+    ``note``. ``complete_blocks=False`` (participants judged a share of the
+    blocks each) leaves the ``rater_mean`` row empty with a note saying why.
 
     The test is ``scipy.stats.wilcoxon(treatment, baseline)`` with its
     defaults: zero differences dropped, exact p for small samples without
@@ -74,6 +86,7 @@ def dimension_wilcoxon(
             level  n_pairs  n_nonzero    W  rank_biserial
     0  rater_item       12         10  0.0            1.0
     1  rater_mean        3          3  0.0            1.0
+    2        item        4          4  0.0            1.0
     """
     if baseline == treatment:
         raise ValueError(f"baseline and treatment are the same condition ({baseline!r})")
@@ -93,7 +106,8 @@ def dimension_wilcoxon(
     rows = []
     for level in PAIRING_LEVELS:
         family = [
-            {"dimension": dimension_id, "level": level, **names, **_level_row(pairs, level, participant)}
+            {"dimension": dimension_id, "level": level, **names,
+             **_level_row(pairs, level, participant, block, complete_blocks)}
             for dimension_id, pairs in per_dimension.items()
         ]
         for row, p_holm in zip(family, holm([row["p"] for row in family])):
@@ -120,11 +134,24 @@ def _pairs(cells: pd.DataFrame, participant: str, block: str, condition: str, ra
     return complete, note
 
 
-def _level_row(pairs: tuple[pd.DataFrame, str], level: str, participant: str) -> dict[str, Any]:
+#: Why the rater-means pairing is left out when participants judge a share of the blocks.
+INCOMPLETE_RATER_MEAN_NOTE = (
+    "left out: each participant judged a share of the blocks, so rater means rest on different items "
+    "and are not paired on the same ones; see level=item"
+)
+
+
+def _level_row(pairs: tuple[pd.DataFrame, str], level: str, participant: str, block: str,
+               complete_blocks: bool) -> dict[str, Any]:
     complete, note = pairs
-    if level == "rater_mean":
-        complete = complete.groupby(level=participant, observed=True).mean()
     n_raters = complete.index.get_level_values(participant).nunique() if len(complete) else 0
+    if level == "rater_mean":
+        if not complete_blocks:
+            empty = _signed_rank(np.array([]), np.array([]))
+            return {**empty, "n_raters": n_raters, "note": INCOMPLETE_RATER_MEAN_NOTE}
+        complete = complete.groupby(level=participant, observed=True).mean()
+    elif level == "item":
+        complete = complete.groupby(level=block, observed=True).mean()
     result = _signed_rank(complete["baseline"].to_numpy(dtype=float), complete["treatment"].to_numpy(dtype=float))
     return {**result, "n_raters": n_raters, "note": _join_notes(note, result["note"])}
 

@@ -215,3 +215,17 @@ def hand_holm(pvalues: list[float]) -> list[float]:
         running = max(running, min(1.0, (m - step) * pvalues[index]))
         adjusted[index] = running
     return adjusted
+
+
+def share_of_blocks(ratings: pd.DataFrame, blocks_per_participant: int, *, block: str = "block_id") -> pd.DataFrame:
+    """The ratings of an allocated design: participant i keeps blocks i*k .. i*k + k - 1 (cyclically) only.
+
+    With n participants and B blocks every block is judged n * k / B times (within 1), as an
+    allocation of k blocks each would give; each participant's blocks are whole.
+    """
+    blocks = sorted(ratings[block].astype(str).unique())
+    people = sorted(ratings["participant_id"].astype(str).unique())
+    kept = {(person, blocks[(index * blocks_per_participant + offset) % len(blocks)])
+            for index, person in enumerate(people) for offset in range(blocks_per_participant)}
+    pairs = list(zip(ratings["participant_id"].astype(str), ratings[block].astype(str)))
+    return ratings[[pair in kept for pair in pairs]].reset_index(drop=True)
