@@ -261,9 +261,14 @@ def _panel_value(request: HttpRequest, name: str) -> str:
     return _CONTROL_CHARACTERS.sub("", request.GET.get(name, ""))[: limits.PANEL_VALUE]
 
 
+def _closed_notice(study: Study) -> HttpResponse:
+    # A draft is closed too, but its participants are told it opens later, not that it ended.
+    return _notice(study.slug, "not-yet" if study.is_draft else "closed")
+
+
 def _refuse_newcomer(request: HttpRequest, study: Study) -> HttpResponse | None:
     if not study.is_open:
-        return _notice(study.slug, "closed")
+        return _closed_notice(study)
     if places.study_is_full(study=study):
         services.turn_away_record(study=study)
         return _notice(study.slug, "full")
@@ -330,7 +335,8 @@ def _accept_consent(request: HttpRequest, study: Study) -> HttpResponse:
         return _notice(study.slug, "full")
     except services.StudyClosed:
         request.session.pop(key, None)
-        return _notice(study.slug, "closed")
+        study.refresh_from_db(fields=["launched_at", "is_open"])
+        return _closed_notice(study)
     request.session[key] = {**entry, "participant_id": participant.pk}
     return _go(study.slug, selectors.participant_state(participant=participant).step)
 
@@ -558,6 +564,7 @@ NOTICES = {
     "declined": "surveys/notice_declined.html",
     "full": "surveys/notice_full.html",
     "closed": "surveys/notice_closed.html",
+    "not-yet": "surveys/notice_not_open_yet.html",
     "time-up": "surveys/notice_time_up.html",
 }
 
