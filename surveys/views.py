@@ -30,6 +30,7 @@ from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_POST
 
 from . import clock, drafts, limits, open_links, places, rater_links, recruitment, selectors, services
+from .conversation import transcript_of
 from .language import in_study_language
 from .forms import TAMPER_MESSAGE, DemographicsForm, PageForm
 from .models import Participant, Study
@@ -390,6 +391,7 @@ def _render_page(
         flow,
         form=form,
         visit=form.page.visit,
+        transcript=None if form.page.is_check else transcript_of(form.page.visit.block.scenario.context),
         time_left=_time_left(flow),
         welcome_back=welcome_back,
         draft_restored=draft_restored,
