@@ -15,12 +15,10 @@ from __future__ import annotations
 
 import math
 import re
-import secrets
 import statistics
 from dataclasses import dataclass
 from datetime import timedelta
 
-from django.contrib.auth.views import redirect_to_login
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
@@ -274,28 +272,6 @@ def _refuse_newcomer(request: HttpRequest, study: Study) -> HttpResponse | None:
         services.turn_away_record(study=study)
         return _notice(study.slug, "full")
     return None
-
-
-@never_cache
-@in_study_language
-def preview(request: HttpRequest, slug: str) -> HttpResponse:
-    study = selectors.study_get(slug=slug)
-    if study is None:
-        raise Http404("No such study")
-    user = request.user
-    if not user.is_authenticated:
-        return redirect_to_login(request.get_full_path())
-    if not (user.is_staff or study.owners.filter(pk=user.pk).exists()):
-        # Like every researcher page: a study you may not see answers 404.
-        raise Http404("No such study")
-    request.session[_session_key(slug)] = {
-        "external_id": f"preview-{secrets.token_hex(8)}",
-        "panel_study_id": "",
-        "panel_session_id": "",
-        "preview": True,
-        "participant_id": None,
-    }
-    return _go(slug, Step.CONSENT)
 
 
 # --- consent and instructions ------------------------------------------------------------
