@@ -241,3 +241,30 @@ def test_an_open_study_cannot_be_a_draft_in_the_database(draft):
 
     with pytest.raises(IntegrityError), transaction.atomic():
         Study.objects.filter(pk=draft.pk).update(is_open=True)
+
+
+def test_the_admin_refuses_to_open_a_draft_and_says_how(draft, rf):
+    from django.contrib import admin
+    from django.forms.models import model_to_dict
+
+    from tests.support.researcher import make_user
+
+    request = rf.get("/")
+    request.user = make_user("boss", is_staff=True)
+    request.user.is_superuser = True
+    form_class = admin.site._registry[Study].get_form(request, draft)
+    data = {key: value for key, value in model_to_dict(draft).items() if value is not None}
+    form = form_class({**data, "is_open": True, "owners": []}, instance=draft)
+    assert not form.is_valid()
+    assert "launching it" in form.errors["is_open"][0]
+
+
+def test_the_api_says_whether_a_study_is_launched(draft, owner):
+    from rest_framework.test import APIClient
+
+    api = APIClient()
+    api.force_authenticate(owner)
+    assert api.get("/api/studies/tide/").json()["launched_at"] is None
+    study_launch(study=draft)
+    body = api.get("/api/studies/tide/").json()
+    assert body["launched_at"] is not None and body["is_open"] is True
