@@ -130,6 +130,16 @@ _RATINGS: dict[str, Column] = {
                         "one dimension", TEXT, "the study's dimension keys"),
 }
 
+_SCENARIOS: dict[str, Column] = {
+    "scenario": Column("scenario id", TEXT, "the study's scenario ids"),
+    "label": Column("the scenario's label in the study definition (not shown to participants)", TEXT,
+                    "free text; blank when the definition gives none"),
+    "user_input": Column("the person's message the responses answer, as shown above them", TEXT, FREE_TEXT),
+    "context": Column("the conversation before the person's message, oldest turn first, shown as a transcript above "
+                      "it: a JSON list of {\"role\": \"user\" | \"assistant\", \"text\": ...}", TEXT,
+                      "JSON list; [] when the scenario has no conversation"),
+}
+
 # The answer files of the question types (free_text.csv, choices.csv, pairwise.csv): described by their unit.
 _ANSWER_FILES: dict[str, dict[str, Column]] = {
     filename: {name: Column(*entry) for name, entry in entries.items()}
@@ -592,6 +602,7 @@ _POSITION_BIAS: dict[str, Column] = {
 TABLE_COLUMNS: dict[str, dict[str, Column]] = {
     "participants.csv": _PARTICIPANTS,
     "ratings.csv": _RATINGS,
+    "scenarios.csv": _SCENARIOS,
     **_ANSWER_FILES,
     "filter_flow.csv": _FILTER_FLOW,
     "filter_flow_by_subgroup.csv": _FILTER_FLOW_BY_SUBGROUP,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import itertools
+import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -26,7 +27,7 @@ from analysis.selectors import (
     FREE_TEXT_COLUMNS, analysis_run_latest_done, choice_rows, free_text_rows, participant_results, result_table_frame,
     result_table_names, retained_participant_ids,
 )
-from surveys.models import DemographicQuestion, Study
+from surveys.models import DemographicQuestion, Scenario, Study
 from surveys.questions import answer_exports, best_worst
 from surveys.questions.controls import letter_label
 
@@ -242,6 +243,17 @@ def choices_export_rows(run: AnalysisRun) -> Rows:
     yield from choice_records(choice_rows(run=run).iterator(chunk_size=2000), letter_labels=letters)
 
 
+SCENARIO_EXPORT_COLUMNS = ["scenario", "label", "user_input", "context"]
+
+
+def scenarios_export_rows(run: AnalysisRun) -> Rows:
+    """scenarios.csv: what each scenario showed above its responses, the conversation so far as JSON."""
+    yield SCENARIO_EXPORT_COLUMNS
+    scenarios = Scenario.objects.filter(study_id=run.study_id).order_by("id")
+    for key, label, user_input, context in scenarios.values_list("key", "label", "user_input", "context"):
+        yield [key, label, user_input, json.dumps(context, ensure_ascii=False)]
+
+
 PAIRWISE_EXPORT_COLUMNS = frames.PAIRWISE_COLUMNS
 
 
@@ -274,6 +286,8 @@ EXPORTS: dict[str, Export] = {
                       "most and least choices of retained participants (best-worst studies)"),
     "pairwise": Export("pairwise.csv", pairwise_batches,
                        "pairwise preferences (left, right, tie, both bad) of retained participants (pairwise studies)"),
+    "scenarios": Export("scenarios.csv", from_rows(scenarios_export_rows),
+                        "the scenarios: the person's message and the conversation before it"),
 }
 # Every result table of the registry, exported under its own name (win_table.csv, ttests.csv, ...).
 for _analysis in registry.REGISTERED:
@@ -290,9 +304,9 @@ def result_exports_of(run: AnalysisRun) -> list[str]:
 
 def exports_of(run: AnalysisRun) -> list[str]:
     """The pseudonymous exports of the run, as the exports page, the API and the zip list them: participants,
-    ratings, the answer exports the study's design applies to, then the run's result tables."""
+    ratings, the answer exports the study's design applies to, the scenarios, then the run's result tables."""
     answers = [name for name in answer_exports(run.study) if name != "ratings"]
-    return ["participants", "ratings", *answers, *result_exports_of(run)]
+    return ["participants", "ratings", *answers, "scenarios", *result_exports_of(run)]
 
 
 # Exports that hold only pseudonymous data (everything but identifiers).

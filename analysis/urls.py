@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import free_text_views, rater_link_views, views
+from . import free_text_views, launch_views, rater_link_views, views
 
 app_name = "researcher"
 urlpatterns = [
@@ -18,6 +18,7 @@ urlpatterns = [
     path("studies/<slug:slug>/metrics/<int:run_id>/tables/<str:name>.csv", views.metrics_table_csv,
          name="metrics_table_csv"),
     path("studies/<slug:slug>/import/", views.import_data, name="import"),
+    path("studies/<slug:slug>/launch/", launch_views.launch_page, name="launch"),
     path("studies/<slug:slug>/raters/", rater_link_views.rater_links_page, name="raters"),
     path("studies/<slug:slug>/raters/<int:link_id>/revoke/", rater_link_views.rater_link_revoke, name="rater_revoke"),
     path("studies/<slug:slug>/exports/", views.export_list, name="exports"),

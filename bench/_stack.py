@@ -75,7 +75,7 @@ def prepare_site(env: dict[str, str], *, fresh: bool = True, collectstatic: bool
     manage("migrate", "--noinput", env=env)
     if collectstatic:
         manage("collectstatic", "--noinput", env=env)
-    manage("load_study", "fixtures/tide.json", env=env)
+    manage("load_study", "--open", "fixtures/tide.json", env=env)
     # The fixture recruits 150; a load test must never be turned away.
     manage("shell", "-c", "from surveys.models import Study; Study.objects.filter(slug='tide').update(target_completions=None, is_open=True)", env=env)
 

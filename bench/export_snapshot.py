@@ -110,7 +110,7 @@ def _load_studies(folder: Path) -> None:
     planted_path = folder / "tide-planted.json"
     planted_path.write_text(json.dumps(planted))
     call_command("load_study", *[str(ROOT / "fixtures" / name) for name in FIXTURES], str(planted_path),
-                 stdout=StringIO())
+                 open=True, stdout=StringIO())
 
     from surveys.models import Study
 

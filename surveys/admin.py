@@ -37,6 +37,9 @@ class StudyAdminForm(forms.ModelForm):
 
     def clean(self) -> dict:
         data = super().clean()
+        if data.get("is_open") and self.instance.pk and self.instance.is_draft:
+            # The database refuses an open draft; say how to open it instead of failing on save.
+            self.add_error("is_open", "a draft opens by launching it (the study's Preview and launch page)")
         if self.instance.recruitment_mode == Study.RecruitmentMode.PANEL:
             for name in PANEL_REQUIRED:
                 if name in self.fields and not data.get(name):
@@ -62,9 +65,9 @@ class StudyAdmin(admin.ModelAdmin):
     list_display = ("slug", "title", "is_demo_content", "is_open", "target_completions", "participant_count")
     search_fields = ("slug", "title")
     filter_horizontal = ("owners",)
-    readonly_fields = ("slug", "recruitment_mode", "participant_title", "consent_text", "instructions_text", "question_text", "ranking_enabled", "best_worst_enabled")
+    readonly_fields = ("slug", "launched_at", "recruitment_mode", "participant_title", "consent_text", "instructions_text", "question_text", "ranking_enabled", "best_worst_enabled")
     fieldsets = (
-        (None, {"fields": ("slug", "title", "description", "is_demo_content", "is_open", "owners")}),
+        (None, {"fields": ("slug", "title", "description", "is_demo_content", "launched_at", "is_open", "owners")}),
         ("Participant-facing content (from the definition file)", {
             "fields": ("participant_title", "consent_text", "instructions_text", "question_text", "ranking_enabled", "best_worst_enabled"),
         }),

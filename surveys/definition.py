@@ -57,10 +57,22 @@ DEMOGRAPHIC_TYPES = ("choice", "number", "us_state", "text")
 BUILT_IN_REGION_MAPS = ("us_census",)
 
 
+class TurnDef(Strict):
+    """One turn of the conversation so far, shown above the responses as a chat transcript."""
+
+    role: Literal["user", "assistant"]
+    text: NonEmpty
+
+
 class ScenarioDef(Strict):
     id: Key
     label: ScenarioLabel = ""
     user_input: NonEmpty
+    context: list[TurnDef] = Field(
+        default_factory=list,
+        description="the conversation before user_input, oldest turn first (role: user or assistant); "
+                    "shown as a chat transcript above the responses",
+    )
 
 
 class ResponseDef(Strict):

@@ -13,6 +13,7 @@ from typing import Any
 
 from django.db import transaction
 from django.db.models import F
+from django.utils import timezone
 from pydantic import ValidationError
 
 from .definition import PANEL_ONLY, PARTICIPANT_FACING, RecruitmentDef, StudyDefinition
@@ -103,7 +104,10 @@ def _recruitment_fields(r: RecruitmentDef) -> dict[str, Any]:
 
 
 @transaction.atomic
-def study_load(*, definition: StudyDefinition) -> LoadResult:
+def study_load(*, definition: StudyDefinition, as_draft: bool = False) -> LoadResult:
+    """Create the study, or update it under the rules above. ``as_draft``: a study this creates starts as a
+    draft (closed until ``surveys.launch.study_launch``), as researchers' studies do (``load_study``, the API);
+    otherwise it is created launched and open (the demo, tests). An existing study keeps its state."""
     study = Study.objects.select_for_update().filter(slug=definition.slug).first()
     created = study is None
     new_content = participant_facing_content(definition)
@@ -127,7 +131,8 @@ def study_load(*, definition: StudyDefinition) -> LoadResult:
         changed = ["(new study)"]
     fields = _study_fields(definition)
     if created:
-        study = Study.objects.create(slug=definition.slug, **fields)
+        launched_at = None if as_draft else timezone.now()
+        study = Study.objects.create(slug=definition.slug, launched_at=launched_at, is_open=not as_draft, **fields)
     else:
         Study.objects.filter(pk=study.pk).update(**fields)
         study.refresh_from_db()
@@ -169,7 +174,11 @@ def _write_content(study: Study, d: StudyDefinition) -> None:
         Condition, study, "name", {name: {"is_reference": name in d.reference_conditions} for name in d.conditions}
     )
     scenarios = _sync(
-        Scenario, study, "key", {s.id: {"label": s.label, "user_input": s.user_input} for s in d.scenarios}
+        Scenario,
+        study,
+        "key",
+        {s.id: {"label": s.label, "user_input": s.user_input, "context": [t.model_dump() for t in s.context]}
+         for s in d.scenarios},
     )
     _sync(
         Dimension,

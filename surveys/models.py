@@ -45,7 +45,10 @@ class Study(models.Model):
     letter_labels = models.BooleanField(default=False, help_text="responses shown as A, B, C ... by display position")
     language = models.CharField(max_length=limits.LANGUAGE, default="en",
                                 help_text='the language of the participant pages, a code of settings.LANGUAGES ("zh-hans")')
-    is_open = models.BooleanField(default=True)
+    # A study starts as a draft (launched_at empty, closed): its researchers preview it, then launch it
+    # (surveys.launch), which opens it. Closing a launched study later (is_open False) keeps launched_at.
+    is_open = models.BooleanField(default=False)
+    launched_at = models.DateTimeField(null=True, blank=True)
     owners = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="owned_studies")
 
     recruitment_mode = models.CharField(max_length=10, choices=RecruitmentMode.choices, default=RecruitmentMode.PANEL)
@@ -99,6 +102,9 @@ class Study(models.Model):
                 condition=Q(target_completions__isnull=True) | Q(target_completions__gt=0),
                 name="study_target_positive",
             ),
+            # Only a launched study takes participants: a draft is never open.
+            models.CheckConstraint(condition=Q(launched_at__isnull=False) | Q(is_open=False),
+                                   name="study_draft_not_open"),
             models.CheckConstraint(
                 condition=(Q(estimated_minutes__isnull=True) | Q(estimated_minutes__gt=0))
                 & (Q(hold_minutes__isnull=True) | Q(hold_minutes__gt=0)),
@@ -108,6 +114,10 @@ class Study(models.Model):
 
     def __str__(self) -> str:
         return self.slug
+
+    @property
+    def is_draft(self) -> bool:
+        return self.launched_at is None
 
     @property
     def quality_thresholds(self) -> dict[str, float]:
@@ -153,6 +163,9 @@ class Scenario(models.Model):
     key = models.CharField(max_length=limits.KEY)
     label = models.CharField(max_length=limits.SCENARIO_LABEL, blank=True)
     user_input = models.TextField()
+    # The conversation before user_input, oldest first: [{"role": "user" | "assistant", "text": ...}]
+    # (surveys.definition.TurnDef checks each turn).
+    context = models.JSONField(default=list, blank=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["study", "key"], name="scenario_unique_key")]

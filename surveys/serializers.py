@@ -11,8 +11,8 @@ class StudySerializer(serializers.ModelSerializer):
     class Meta:
         model = Study
         fields = [
-            "slug", "title", "description", "is_demo_content", "is_open", "ranking_enabled", "best_worst_enabled",
-            "target_completions", "n_participants", "n_completed", "created_at", "updated_at",
+            "slug", "title", "description", "is_demo_content", "is_open", "launched_at", "ranking_enabled",
+            "best_worst_enabled", "target_completions", "n_participants", "n_completed", "created_at", "updated_at",
         ]
 
 

@@ -143,33 +143,50 @@ def participant_enroll(
     return participant
 
 
-def _assign_sequence(participant: Participant, rng: random.Random) -> None:
-    study = participant.study
-    blocks = list(Block.objects.filter(study=study).order_by("order", "id"))
+@dataclass(frozen=True)
+class PlannedPage:
+    """One page of a new participant's sequence: a block with its responses in display order, or a check."""
+
+    block: Block | None
+    attention_check: AttentionCheck | None
+    item_ids: list[int] = field(default_factory=list)  # a block's items, position 1 first
+
+
+def sequence_plan(*, study: Study, rng: random.Random) -> list[PlannedPage]:
+    """The sequence a new participant drawn with ``rng`` is given (reads only): the blocks shuffled, the
+    attention checks inserted, each block's responses counterbalanced (``response_orders``).
+
+    Enrolment writes it; the researchers' preview shows it and clicks through it without writing anything.
+    """
+    blocks = list(Block.objects.filter(study=study).select_related("scenario").order_by("order", "id"))
     checks = list(AttentionCheck.objects.filter(study=study).order_by("id"))
     rng.shuffle(blocks)
     pages: list[Block | AttentionCheck] = list(blocks)
     for slot in sorted(_check_slots(len(blocks), len(checks), rng), reverse=True):
         pages.insert(slot, checks.pop())
-    visits = BlockVisit.objects.bulk_create(
-        BlockVisit(
-            participant=participant,
-            sequence=i,
-            block=page if isinstance(page, Block) else None,
-            attention_check=page if isinstance(page, AttentionCheck) else None,
-        )
-        for i, page in enumerate(pages, start=1)
-    )
     orders = response_orders(study=study, rng=rng)
+    return [
+        PlannedPage(block=page, attention_check=None, item_ids=orders[page.pk]) if isinstance(page, Block)
+        else PlannedPage(block=None, attention_check=page)
+        for page in pages
+    ]
+
+
+def _assign_sequence(participant: Participant, rng: random.Random) -> None:
+    plan = sequence_plan(study=participant.study, rng=rng)
+    visits = BlockVisit.objects.bulk_create(
+        BlockVisit(participant=participant, sequence=i, block=page.block, attention_check=page.attention_check)
+        for i, page in enumerate(plan, start=1)
+    )
     placements = [
         ItemPlacement(visit=visit, item_id=item_id, position=position)
-        for visit in visits
-        if visit.block_id is not None
-        for position, item_id in enumerate(orders[visit.block_id], start=1)
+        for visit, page in zip(visits, plan)
+        for position, item_id in enumerate(page.item_ids, start=1)
     ]
     ItemPlacement.objects.bulk_create(placements)
-    Participant.objects.filter(pk=participant.pk).update(blocks_assigned=len(blocks))
-    participant.blocks_assigned = len(blocks)
+    n_blocks = sum(1 for page in plan if page.block is not None)
+    Participant.objects.filter(pk=participant.pk).update(blocks_assigned=n_blocks)
+    participant.blocks_assigned = n_blocks
 
 
 def _check_slots(n_blocks: int, n_checks: int, rng: random.Random) -> list[int]:

@@ -1,12 +1,13 @@
 from django.urls import path
 
-from . import views
+from . import preview_views, views
 
 app_name = "surveys"
 urlpatterns = [
     path("", views.home, name="home"),
     path("s/<slug:slug>/", views.entry, name="entry"),
-    path("s/<slug:slug>/preview/", views.preview, name="preview"),
+    path("s/<slug:slug>/preview/", preview_views.preview_start, name="preview"),
+    path("s/<slug:slug>/preview/<str:step>/", preview_views.preview_step, name="preview_step"),
     path("s/<slug:slug>/consent/", views.consent, name="consent"),
     path("s/<slug:slug>/instructions/", views.instructions, name="instructions"),
     path("s/<slug:slug>/page/", views.page, name="page"),

@@ -15,12 +15,10 @@ from __future__ import annotations
 
 import math
 import re
-import secrets
 import statistics
 from dataclasses import dataclass
 from datetime import timedelta
 
-from django.contrib.auth.views import redirect_to_login
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
@@ -30,6 +28,7 @@ from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_POST
 
 from . import clock, drafts, limits, open_links, places, rater_links, recruitment, selectors, services
+from .conversation import transcript_of
 from .language import in_study_language
 from .forms import TAMPER_MESSAGE, DemographicsForm, PageForm
 from .models import Participant, Study
@@ -261,35 +260,18 @@ def _panel_value(request: HttpRequest, name: str) -> str:
     return _CONTROL_CHARACTERS.sub("", request.GET.get(name, ""))[: limits.PANEL_VALUE]
 
 
+def _closed_notice(study: Study) -> HttpResponse:
+    # A draft is closed too, but its participants are told it opens later, not that it ended.
+    return _notice(study.slug, "not-yet" if study.is_draft else "closed")
+
+
 def _refuse_newcomer(request: HttpRequest, study: Study) -> HttpResponse | None:
     if not study.is_open:
-        return _notice(study.slug, "closed")
+        return _closed_notice(study)
     if places.study_is_full(study=study):
         services.turn_away_record(study=study)
         return _notice(study.slug, "full")
     return None
-
-
-@never_cache
-@in_study_language
-def preview(request: HttpRequest, slug: str) -> HttpResponse:
-    study = selectors.study_get(slug=slug)
-    if study is None:
-        raise Http404("No such study")
-    user = request.user
-    if not user.is_authenticated:
-        return redirect_to_login(request.get_full_path())
-    if not (user.is_staff or study.owners.filter(pk=user.pk).exists()):
-        # Like every researcher page: a study you may not see answers 404.
-        raise Http404("No such study")
-    request.session[_session_key(slug)] = {
-        "external_id": f"preview-{secrets.token_hex(8)}",
-        "panel_study_id": "",
-        "panel_session_id": "",
-        "preview": True,
-        "participant_id": None,
-    }
-    return _go(slug, Step.CONSENT)
 
 
 # --- consent and instructions ------------------------------------------------------------
@@ -330,7 +312,8 @@ def _accept_consent(request: HttpRequest, study: Study) -> HttpResponse:
         return _notice(study.slug, "full")
     except services.StudyClosed:
         request.session.pop(key, None)
-        return _notice(study.slug, "closed")
+        study.refresh_from_db(fields=["launched_at", "is_open"])
+        return _closed_notice(study)
     request.session[key] = {**entry, "participant_id": participant.pk}
     return _go(study.slug, selectors.participant_state(participant=participant).step)
 
@@ -384,6 +367,7 @@ def _render_page(
         flow,
         form=form,
         visit=form.page.visit,
+        transcript=None if form.page.is_check else transcript_of(form.page.visit.block.scenario.context),
         time_left=_time_left(flow),
         welcome_back=welcome_back,
         draft_restored=draft_restored,
@@ -562,6 +546,7 @@ NOTICES = {
     "declined": "surveys/notice_declined.html",
     "full": "surveys/notice_full.html",
     "closed": "surveys/notice_closed.html",
+    "not-yet": "surveys/notice_not_open_yet.html",
     "time-up": "surveys/notice_time_up.html",
 }
 

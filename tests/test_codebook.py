@@ -28,7 +28,7 @@ QUALITY_TABLES = {"filter_flow": quality.FILTER_FLOW_COLUMNS,
 EXPORT_FILES = {"participants.csv": exports.PARTICIPANT_EXPORT_COLUMNS_BEFORE + exports.PARTICIPANT_EXPORT_COLUMNS_AFTER,
                 "ratings.csv": [*exports.RATINGS_EXPORT_COLUMNS, "dimension"],
                 "free_text.csv": exports.FREE_TEXT_COLUMNS, "choices.csv": exports.CHOICE_EXPORT_COLUMNS,
-                "pairwise.csv": exports.PAIRWISE_EXPORT_COLUMNS}
+                "pairwise.csv": exports.PAIRWISE_EXPORT_COLUMNS, "scenarios.csv": exports.SCENARIO_EXPORT_COLUMNS}
 
 
 def declared_columns(analysis: registry.Analysis) -> list[str]:
@@ -178,11 +178,11 @@ def test_the_zip_of_a_full_run_describes_every_column_of_every_file(request, db,
     run = finished_run(study)
     archive = open_zip(run)
     names = set(archive.namelist())
-    # Exactly the tables the study's design applies to (the registry's ``needs``), the two exports every
+    # Exactly the tables the study's design applies to (the registry's ``needs``), the exports every
     # study has, and the answer exports of the answers the study asks for.
     design = study_design(study.pk)
     expected = {a.filename for a in registry.statistics_analyses(design=design.features)}
-    expected |= {"filter_flow.csv", "participants.csv", "ratings.csv"}
+    expected |= {"filter_flow.csv", "participants.csv", "ratings.csv", "scenarios.csv"}
     expected |= {"filter_flow_by_subgroup.csv"} if design.subgroups else set()
     expected |= {"free_text.csv"} if study.free_text_questions.exists() else set()
     expected |= {"choices.csv"} if study.best_worst_enabled else set()

@@ -52,6 +52,7 @@ BAD_ROWS = {
     "study_recruitment_mode_known": lambda s: _study_copy(s, recruitment_mode="mail"),
     "study_target_positive": lambda s: _study_copy(s, target_completions=0),
     "study_hold_times_positive": lambda s: _study_copy(s, hold_minutes=0),
+    "study_draft_not_open": lambda s: _study_copy(s, launched_at=None, is_open=True),
     "system_unique_name": lambda s: System.objects.create(study=s, name=s.systems.first().name),
     "condition_unique_name": lambda s: Condition.objects.create(study=s, name="reference"),
     "scenario_unique_key": lambda s: Scenario.objects.create(study=s, key="S1", user_input="x"),

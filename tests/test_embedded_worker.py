@@ -32,7 +32,7 @@ def test_a_run_started_in_the_embedded_default_is_queued_at_once_and_computed_by
                                 CELERY_FILESYSTEM_FOLDER=str(tmp_path / "queue"), DEBUG="true",
                                 ANALYSIS_MODEL_MAX_ROWS="500", ANALYSIS_BOOTSTRAP_SAMPLES="10")
     _stack.manage("migrate", "--noinput", env=env)
-    _stack.manage("load_study", str(FIXTURES / "counselor.json"), env=env)
+    _stack.manage("load_study", "--open", str(FIXTURES / "counselor.json"), env=env)
     _stack.manage("simulate_participants", "--study", "counselor", "--n", "6", "--seed", "1", env=env)
     started = _stack.manage("run_analysis", "--study", "counselor", env=env)
     run_id = int(started.stdout.split()[1].rstrip(":"))

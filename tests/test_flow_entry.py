@@ -1,10 +1,9 @@
-"""Entering a study: the panel link, consent, resuming, refusals, preview, exit, completion."""
+"""Entering a study: the panel link, consent, resuming, refusals, exit, completion (the preview: test_preview_launch)."""
 
 import re
 from datetime import timedelta
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.test import Client
 
 from surveys.models import BlockVisit, ConsentDecline, ItemPlacement, Participant, TurnAway
@@ -208,35 +207,6 @@ def test_it_lets_a_participant_exit_early_without_a_finish_time(client, tide, st
     assert (participant.status, participant.finished_at, participant.completion_code) == ("exited", None, "")
     assert client.get("/s/tide/page/")["Location"] == "/s/tide/left/"
     assert Client().get(steps.link(tide, PID))["Location"] == "/s/tide/left/"
-
-
-def test_it_previews_only_for_staff_or_owners_and_marks_the_participant(client, tide, steps):
-    assert client.get("/s/tide/preview/").status_code == 302  # to the login page
-    user = get_user_model().objects.create_user("someone", password="pw-123456789")
-    client.force_login(user)
-    assert client.get("/s/tide/preview/").status_code == 404
-    tide.owners.add(user)
-    assert client.get("/s/tide/preview/")["Location"] == "/s/tide/consent/"
-    client.post("/s/tide/consent/", {"decision": "accept"})
-    participant = Participant.objects.get()
-    assert participant.is_preview and participant.external_id.startswith("preview-")
-    assert "Preview" in client.get("/s/tide/instructions/").content.decode()
-
-
-def test_preview_participants_do_not_fill_the_study(client, tide, steps):
-    tide.target_completions = 1
-    tide.is_open = False
-    tide.save()
-    staff = get_user_model().objects.create_user("staff", password="pw-123456789", is_staff=True)
-    client.force_login(staff)
-    client.get("/s/tide/preview/")
-    client.post("/s/tide/consent/", {"decision": "accept"})
-    client.post("/s/tide/instructions/")
-    steps.finish(client, tide)
-    tide.is_open = True
-    tide.save()
-    response = Client().get(steps.link(tide, PID))
-    assert response["Location"] == "/s/tide/consent/"
 
 
 def test_every_step_url_leads_back_to_the_current_step(client, tide, steps):

@@ -137,6 +137,11 @@ EXPECTED: dict[str, Expect] = {
                             {role: 303 for role in ROLES}, throwaway=True),
     "surveys:preview": Expect(P + "/preview/", {"anonymous": (302, LOGIN), "participant": (302, LOGIN),
                                                "other": 404, "owner": 303, "staff": 303}, throwaway=True),
+    # Without a preview begun in this session, a preview step starts one.
+    "surveys:preview_step": Expect(P + "/preview/consent/", {"anonymous": (302, LOGIN), "participant": (302, LOGIN),
+                                                            "other": 404, "owner": (303, P + "/preview/"),
+                                                            "staff": (303, P + "/preview/")}),
+    "researcher:launch": researcher_page(S + "/launch/"),
     "surveys:consent": public(P + "/consent/", 200, participant=AT_INSTRUCTIONS),
     "surveys:instructions": public(P + "/instructions/", NO_SESSION, participant=200),
     "surveys:page": public(P + "/page/", NO_SESSION, participant=AT_INSTRUCTIONS),

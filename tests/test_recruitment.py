@@ -265,13 +265,11 @@ def test_a_study_without_a_completion_url_shows_the_code_and_sends_nobody_anywhe
 def test_a_researcher_preview_is_not_sent_to_the_panel(client, tide, steps):
     staff = get_user_model().objects.create_user("staff", password="pw-123456789", is_staff=True)
     client.force_login(staff)
-    client.get("/s/tide/preview/")
-    client.post("/s/tide/consent/", {"decision": "accept"})
-    client.post("/s/tide/instructions/")
-    response = steps.finish(client, tide)
-    html = response.content.decode()
-    assert response.request["PATH_INFO"] == "/s/tide/done/" and "C1TIDE7Q" in html
-    assert 'http-equiv="refresh"' not in html
+    from tests.test_preview_launch import click_through
+
+    _, html = click_through(client, "tide", seed=1)
+    assert "C1TIDE7Q" in html and "Return to Prolific" in html  # shown as participants see it,
+    assert 'http-equiv="refresh"' not in html  # but never followed by itself
 
 
 def test_re_entering_through_the_link_after_finishing_sends_back_once_more(client, tide, steps):

@@ -1,0 +1,31 @@
+"""The researchers' "Preview and launch" page of a study: its state (draft, open, closed), the sequence a new
+participant would get (``surveys.preview``), a click-through of it that records nothing, and the Launch button.
+
+Owners (and staff, as on every researcher page) only; anyone else gets 404.
+"""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+
+from surveys import launch, preview
+from surveys.access import study_for_user
+
+#: The page lists at most this many pages of the sequence (a study showing everyone 2,000 blocks has 2,000).
+PAGES_SHOWN = 200
+
+
+@login_required
+def launch_page(request: HttpRequest, slug: str) -> HttpResponse:
+    study = study_for_user(request.user, slug)
+    if request.method == "POST":
+        launch.study_launch(study=study)
+        return redirect("researcher:launch", slug=study.slug)
+    seed = preview.preview_seed_from(request.GET.get("seed", ""))
+    rows = preview.allocation_rows(study=study, plan=preview.allocation_preview(study=study, seed=seed))
+    return render(request, "researcher/launch.html", {
+        "study": study, "seed": seed, "rows": rows[:PAGES_SHOWN], "n_pages": len(rows),
+        "n_blocks": sum(1 for row in rows if row.block), "cut": len(rows) > PAGES_SHOWN,
+    })
