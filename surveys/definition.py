@@ -54,10 +54,16 @@ DEMOGRAPHIC_TYPES = ("choice", "number", "us_state", "text")
 BUILT_IN_REGION_MAPS = ("us_census",)
 
 
+class TurnDef(Strict):
+    role: Literal["user", "assistant"]
+    text: NonEmpty
+
+
 class ScenarioDef(Strict):
     id: Key
     label: ScenarioLabel = ""
     user_input: NonEmpty
+    context: list[TurnDef] = Field(default_factory=list)
 
 
 class ResponseDef(Strict):
@@ -168,6 +174,18 @@ class ComparisonDef(Strict):
 
     baseline: ConditionName
     treatment: ConditionName
+
+
+class SampleDef(Strict):
+    """How ``manage.py new_study`` drew the study's prompts from a larger outputs file (surveys.outputs).
+
+    Recorded so that the same file and seed give the same study again; the loader ignores it."""
+
+    prompts: int = Field(ge=1, description="how many prompts to draw")
+    seed: int = Field(description="seed of the draw: the same file and seed draw the same prompts")
+    stratify: str | None = Field(
+        default=None, description="a column of the outputs file; each of its values gets its share of the prompts",
+    )
 
 
 class QualityDef(Strict):
@@ -296,6 +314,7 @@ with warnings.catch_warnings():
         regions: RegionsDef | None = None
         quality: QualityDef = Field(default_factory=QualityDef)
         recruitment: RecruitmentDef
+        sample: SampleDef | None = None
 
         @field_validator("language")
         @classmethod
