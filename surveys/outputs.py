@@ -44,6 +44,8 @@ OPTIONAL_COLUMNS = ("reference", "context", "block", "prompt_label", "set", "res
 OUTPUT_FORMATS = {".csv": "CSV", ".jsonl": "JSONL", ".parquet": "Parquet"}
 # Generated from the outputs; a template that sets them would be overwritten.
 GENERATED_FIELDS = ("scenarios", "blocks")
+# Paths of the definition that the outputs file fills (the rest comes from the template).
+FROM_OUTPUTS = ("scenarios", "blocks", "systems", "conditions")
 REFERENCE_CONDITION = "reference"
 # A study built from outputs has at most this many problems listed (the rest are counted).
 MAX_PROBLEMS = 200
@@ -490,14 +492,18 @@ def _in_schema_order(definition: dict[str, Any]) -> dict[str, Any]:
     return {key: definition[key] for key in known + sorted(set(definition) - set(known))}
 
 
-def definition_from_outputs(name: str, data: bytes, template_name: str, template_data: bytes) -> dict[str, Any]:
-    """The complete, validated definition built from an outputs file and a template; OutputsProblems otherwise."""
-    template = read_template(template_name, template_data)
+def definition_from_outputs(name: str, data: bytes, template_name: str, template_data: bytes, *,
+                            overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The complete, validated definition built from an outputs file and a template (whose top-level fields
+    ``overrides`` replaces, e.g. the slug given on the New study page); OutputsProblems otherwise."""
+    template = {**read_template(template_name, template_data), **(overrides or {})}
     definition = build_definition(read_outputs(name, data), template, name=name, template_name=template_name)
     try:
         parse_definition(definition)
     except DefinitionError as exc:
-        raise OutputsProblems([f"{template_name} + {name}: {problem}" for problem in exc.problems]) from None
+        # A path into the generated parts points at the outputs, any other at the template.
+        raise OutputsProblems([f"{name if problem.startswith(FROM_OUTPUTS) else template_name}: {problem}"
+                               for problem in exc.problems]) from None
     return definition
 
 
