@@ -141,7 +141,7 @@ def _read_csv(name: str, data: bytes) -> tuple[list[str], list[OutputRow]]:
         for cells in reader:
             if any(cell.strip() for cell in cells):
                 if len(cells) != len(header):
-                    problems.at(start, len(cells), f"{len(cells)} cells where the header has {len(header)}")
+                    problems.at(start, len(cells), f"{len(cells)} cell(s) where the header has {len(header)} columns")
                 else:
                     records.append((start, dict(zip(header, cells))))
             start = reader.line_num + 1
