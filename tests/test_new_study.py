@@ -11,7 +11,7 @@ import pytest
 import yaml
 from django.core.management import CommandError, call_command
 
-from surveys.definition import parse_definition, read_definition_file
+from surveys.definition import StudyDefinition, parse_definition, read_definition_file
 from surveys.models import Study
 from surveys.outputs import stratum_quotas
 from tests.support.outputs_files import TEMPLATE, csv_bytes, jsonl_bytes, outputs_rows, template_bytes
@@ -289,3 +289,43 @@ def test_load_creates_a_draft(db, tmp_path):
     new_study(tmp_path, csv_bytes(outputs_rows(6)), template_bytes(), load=True)
     study = Study.objects.get(slug="generated")
     assert not study.is_open and study.blocks.count() == 6 and study.items.count() == 24
+
+
+# --- end to end: a sampled study from generated outputs, answered by bots through the views -----------
+
+ALLOCATION_IN_SCHEMA = "allocation" in StudyDefinition.model_fields
+
+
+@pytest.mark.slow
+def test_a_sampled_study_from_outputs_is_answered_to_r_judgements_per_block(db, tmp_path):
+    """CUHK's path: 12 of 300 prompts drawn, loaded as a draft, opened, answered by bots through every page.
+
+    With allocation (k = 4 blocks each, r = 3 judgements) 9 participants complete it and every block stays
+    within 1 of the others throughout; before the allocation schema is merged, everyone judges every block."""
+    from bots.drive import run_in_process
+    from bots.personas import Persona
+    from surveys.models import BlockVisit
+
+    allocation = {"blocks_per_participant": 4, "judgements_per_block": 3}
+    template = template_bytes(sample={"prompts": 12, "seed": 7}, recruitment={"completion_code": "GEN12"},
+                              **({"allocation": allocation} if ALLOCATION_IN_SCHEMA else {}))
+    new_study(tmp_path, csv_bytes(outputs_rows(300)), template, load=True)
+    study = Study.objects.get(slug="generated")
+    assert study.blocks.count() == 12 and not study.is_open
+    Study.objects.filter(pk=study.pk).update(is_open=True)  # the researcher opens the draft
+    study.refresh_from_db()
+    participants, per_participant = (9, 4) if ALLOCATION_IN_SCHEMA else (3, 12)
+
+    def judgements() -> list[int]:
+        counts = dict.fromkeys(study.blocks.values_list("pk", flat=True), 0)
+        for block_id in BlockVisit.objects.filter(participant__study=study, submitted_at__isnull=False,
+                                                  block__isnull=False).values_list("block_id", flat=True):
+            counts[block_id] += 1
+        return list(counts.values())
+
+    for seed in range(participants):
+        run = run_in_process(persona=Persona(), study=study, seed=100 + seed)
+        assert run.outcome == "completed" and run.completion_code == "GEN12", run
+        counts = judgements()
+        assert max(counts) - min(counts) <= 1 and sum(counts) == (seed + 1) * per_participant
+    assert judgements() == [3] * 12
