@@ -381,7 +381,8 @@ def _allocation_problems(template: dict[str, Any], blocks: int, template_name: s
     if k > blocks:
         return [f"{template_name}: allocation.blocks_per_participant: {k} blocks per participant, but the study "
                 f"has {blocks} blocks"]
-    target = (template.get("recruitment") or {}).get("target_completions")
+    recruitment = template.get("recruitment")
+    target = recruitment.get("target_completions") if isinstance(recruitment, dict) else None
     needed = -(-r * blocks // k)
     if isinstance(target, int) and target < needed:
         return [f"{template_name}: allocation.judgements_per_block: {r} judgements of each of {blocks} blocks, "
@@ -400,6 +401,8 @@ def build_definition(rows: list[OutputRow], template: dict[str, Any], *, name: s
     problems = _Problems(name)
     has_block_column = "block" in rows[0].values
     reference_conditions = template.get("reference_conditions") or []
+    if not isinstance(reference_conditions, list):
+        reference_conditions = []  # the definition's own check names the problem
     reference_name = reference_conditions[0] if reference_conditions else REFERENCE_CONDITION
     scenarios: dict[str, dict[str, Any]] = {}
     scenario_lines: dict[str, int] = {}

@@ -166,8 +166,8 @@ def test_jsonl_and_parquet_give_the_same_definition_as_csv(tmp_path, fmt):
         data = jsonl_bytes(rows)
     else:
         sink = pa.BufferOutputStream()
-        pq.write_table(pa.Table.from_pylist([{**row, "context": json.dumps(row["context"]) if row.get("context") else None}
-                                             for row in rows]), sink)
+        records = [{**row, "context": json.dumps(row["context"]) if row.get("context") else None} for row in rows]
+        pq.write_table(pa.Table.from_pylist(records), sink)
         data = sink.getvalue().to_pybytes()
     assert new_study(tmp_path, data, template_bytes(), outputs_name=f"outputs.{fmt}", out=f"{fmt}.json") == expected
 
@@ -266,7 +266,8 @@ def test_a_file_that_is_not_utf8_is_refused(tmp_path):
     data = csv_bytes(rows).decode("utf-8").encode("latin-1")
     line = 6
     column = data.split(b"\n")[line - 1].index(b"\xe9") + 1
-    assert f"outputs.csv:{line}:{column}: the file is not UTF-8 (byte 0xe9)" in refused(tmp_path, data, template_bytes())
+    message = refused(tmp_path, data, template_bytes())
+    assert f"outputs.csv:{line}:{column}: the file is not UTF-8 (byte 0xe9)" in message
 
 
 def test_a_template_that_lists_blocks_is_refused(tmp_path):

@@ -93,7 +93,8 @@ def test_a_missing_template_is_a_form_error_naming_the_field(owner_client):
     (b"a,b\n1,2\n", "outputs.xlsx", template_bytes(), "unknown format .xlsx"),
     (csv_bytes(outputs_rows(2)), "outputs.csv", b"[1, 2]", "the template must hold one object"),
     (csv_bytes(outputs_rows(2)), "outputs.csv", b"{", "not valid JSON"),
-    (csv_bytes(outputs_rows(2)), "outputs.csv", json.dumps({"slug": "x"}).encode(), "template.json: title: Field required"),
+    (csv_bytes(outputs_rows(2)), "outputs.csv", json.dumps({"slug": "x"}).encode(),
+     "template.json: title: Field required"),
     (csv_bytes(outputs_rows(2)), "outputs.csv", template_bytes(sample={"prompts": 0, "seed": "x"}),
      "sample.prompts: Input should be greater than or equal to 1"),
     ('prompt_id,prompt,system,condition,response\n"unclosed,x,y,z,w\n'.encode(), "outputs.csv", template_bytes(),
@@ -105,3 +106,38 @@ def test_bad_uploads_are_refused_with_a_message_never_a_500(owner_client, output
     body = response.content.decode()
     assert expected in body or expected.replace('"', "&quot;") in body
     assert not Study.objects.exists()
+
+
+# --- whatever is uploaded, the answer is a list of problems or a definition ---------------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from surveys.outputs import OutputsProblems, definition_from_outputs  # noqa: E402
+
+HEADER = "prompt_id,prompt,system,condition,response,context,block,reference\n"
+ROWS = ["a,P1,x,y,z", "P1,hi,s1,c,r,,,\n", "P1,hi,s2,c,r,,,\n", '"[{""role"":""user"",""text"":""x""}]"']
+csv_like = st.lists(st.sampled_from(list('ab,"\n\r []{}:P1\x00é\\') + ['"role"', '"user"', '"text"', *ROWS]),
+                    max_size=80).map("".join)
+template_like = st.one_of(
+    st.just(template_bytes()),
+    st.dictionaries(st.sampled_from(["slug", "recruitment", "reference_conditions", "sample", "allocation",
+                                     "systems", "ranking"]),
+                    st.one_of(st.none(), st.integers(-2, 3), st.text(max_size=5), st.lists(st.text(max_size=3)),
+                              st.just({"prompts": 1, "seed": 1}), st.just({"blocks_per_participant": 2,
+                                                                          "judgements_per_block": 9})),
+                    max_size=4).map(lambda extra: template_bytes(**extra)),
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(body=st.one_of(csv_like.map(lambda text: (HEADER + text).encode("utf-8", "surrogatepass")),
+                      st.binary(max_size=200)),
+       suffix=st.sampled_from([".csv", ".jsonl", ".parquet"]), template=template_like)
+def test_any_upload_gives_a_definition_or_its_problems(body, suffix, template):
+    try:
+        definition = definition_from_outputs(f"outputs{suffix}", body, "template.json", template)
+    except OutputsProblems as exc:
+        assert exc.problems and all(isinstance(p, str) and p for p in exc.problems)
+    else:
+        assert definition["blocks"] and definition["scenarios"]

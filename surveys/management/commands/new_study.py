@@ -25,6 +25,8 @@ class Command(BaseCommand):
             lines = "\n".join(f"  {p}" for p in exc.problems)
             raise CommandError(f"{len(exc.problems)} problem(s); nothing was written\n{lines}") from None
         out = options["out"]
+        if out and not Path(out).parent.is_dir():
+            raise CommandError(f"{out}: no such folder; nothing was written")
         text = definition_text(definition, as_yaml=bool(out) and Path(out).suffix.lower() in {".yaml", ".yml"})
         study = None
         if options["load"]:
