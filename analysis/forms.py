@@ -1,4 +1,5 @@
 from django import forms
+from django.conf import settings
 
 MAX_UPLOAD_BYTES = 200 * 1024 * 1024
 
@@ -33,6 +34,10 @@ class FreeTextFilterForm(forms.Form):
         self.fields["block"].choices = [("", "All blocks"), *((key, key) for key in block_keys)]
 
 
+# Template fields the New study page asks for directly; a value given replaces the template's.
+OVERRIDES = ("slug", "title", "construct", "language")
+
+
 class NewStudyForm(forms.Form):
     """The New study page: model outputs and a template (uploaded or typed), with the slug and title on top."""
 
@@ -44,6 +49,10 @@ class NewStudyForm(forms.Form):
                                     widget=forms.Textarea(attrs={"rows": 16, "spellcheck": "false"}))
     slug = forms.SlugField(required=False, max_length=64, label="Slug (replaces the template's)")
     title = forms.CharField(required=False, max_length=200, label="Title (replaces the template's)")
+    construct = forms.CharField(required=False, max_length=40, label="What is judged, as an adjective (replaces "
+                                "the template's construct)", help_text='e.g. "helpful", "empathetic"')
+    language = forms.ChoiceField(required=False, label="Language of the participant pages (replaces the "
+                                 "template's)", choices=lambda: [("", "as in the template"), *settings.LANGUAGES])
 
     def clean(self):
         data = super().clean()
@@ -59,4 +68,4 @@ class NewStudyForm(forms.Form):
         return "template.yaml", self.cleaned_data["template_text"].encode("utf-8")
 
     def overrides(self) -> dict[str, str]:
-        return {key: self.cleaned_data[key] for key in ("slug", "title") if self.cleaned_data.get(key)}
+        return {key: self.cleaned_data[key] for key in OVERRIDES if self.cleaned_data.get(key)}

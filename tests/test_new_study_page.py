@@ -41,7 +41,7 @@ def test_the_page_offers_a_starter_template_that_builds(owner_client):
 
 def test_check_shows_the_definition_then_create_makes_a_draft_the_researcher_owns(owner_client, owner):
     response = upload(owner_client, csv_bytes(outputs_rows(8)), template=template_bytes(), slug="from-page",
-                      title="Built on the page")
+                      title="Built on the page", construct="clear", language="zh-hans")
     assert response.status_code == 200
     assert not Study.objects.exists()  # checking creates nothing
     body = response.content.decode()
@@ -49,7 +49,8 @@ def test_check_shows_the_definition_then_create_makes_a_draft_the_researcher_own
     created = owner_client.post(URL, {"action": "create"})
     study = Study.objects.get(slug="from-page")
     assert created.status_code == 302 and created["Location"] == reverse("researcher:dashboard", args=["from-page"])
-    assert study.title == "Built on the page" and not study.is_open
+    assert (study.title, study.construct, study.language) == ("Built on the page", "clear", "zh-hans")
+    assert not study.is_open
     assert list(study.owners.all()) == [owner] and study.items.count() == 32
     # The checked definition is used once.
     assert owner_client.post(URL, {"action": "create"}).status_code == 400
