@@ -330,3 +330,16 @@ def test_a_sampled_study_from_outputs_is_answered_to_r_judgements_per_block(db, 
         counts = judgements()
         assert max(counts) - min(counts) <= 1 and sum(counts) == (seed + 1) * per_participant
     assert judgements() == [3] * 12
+
+
+def test_without_out_the_definition_goes_to_standard_output(tmp_path):
+    import io
+
+    (tmp_path / "o.csv").write_bytes(csv_bytes(outputs_rows(3)))
+    (tmp_path / "t.json").write_bytes(template_bytes())
+    printed = io.StringIO()
+    call_command("new_study", "--outputs", str(tmp_path / "o.csv"), "--template", str(tmp_path / "t.json"),
+                 stdout=printed)
+    definition = json.loads(printed.getvalue())
+    assert [b["id"] for b in definition["blocks"]] == ["P00001", "P00002", "P00003"]
+    assert list(definition)[:2] == ["slug", "title"]  # the schema's order, whatever the template's
