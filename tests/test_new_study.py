@@ -343,3 +343,16 @@ def test_without_out_the_definition_goes_to_standard_output(tmp_path):
     definition = json.loads(printed.getvalue())
     assert [b["id"] for b in definition["blocks"]] == ["P00001", "P00002", "P00003"]
     assert list(definition)[:2] == ["slug", "title"]  # the schema's order, whatever the template's
+
+
+def test_a_large_new_study_is_written_in_batches_not_a_query_per_row(db, django_assert_max_num_queries):
+    """300 prompts x 4 systems: 300 scenarios, 300 blocks, 1,200 items in a few dozen queries (one per
+    row before: about 1,800)."""
+    from surveys.outputs import definition_from_outputs
+    from surveys.study_creation import study_create_draft
+
+    definition = parse_definition(definition_from_outputs("o.csv", csv_bytes(outputs_rows(300)), "t.json",
+                                                          template_bytes()))
+    with django_assert_max_num_queries(40):
+        study = study_create_draft(definition=definition)
+    assert study.items.count() == 1200 and study.blocks.count() == 300
