@@ -1,10 +1,11 @@
 from django.urls import path
 
-from . import free_text_views, launch_views, rater_link_views, views
+from . import free_text_views, launch_views, new_study_views, rater_link_views, views
 
 app_name = "researcher"
 urlpatterns = [
     path("studies/", views.study_list, name="study_list"),
+    path("new-study/", new_study_views.new_study, name="new_study"),
     path("studies/<slug:slug>/", views.dashboard, name="dashboard"),
     path("studies/<slug:slug>/dashboard.json", views.dashboard_data, name="dashboard_data"),
     path("studies/<slug:slug>/runs/", views.run_start, name="run_start"),

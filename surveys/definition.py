@@ -194,6 +194,18 @@ class ComparisonDef(Strict):
     treatment: ConditionName
 
 
+class SampleDef(Strict):
+    """How ``manage.py new_study`` drew the study's prompts from a larger outputs file (surveys.outputs).
+
+    Recorded so that the same file and seed give the same study again; the loader ignores it."""
+
+    prompts: int = Field(ge=1, description="how many prompts to draw")
+    seed: int = Field(description="seed of the draw: the same file and seed draw the same prompts")
+    stratify: Text | None = Field(
+        default=None, description="a column of the outputs file; each of its values gets its share of the prompts",
+    )
+
+
 class QualityDef(Strict):
     duration_min_minutes: float = Field(default=10, ge=0)
     duration_max_minutes: float = Field(default=75, gt=0)
@@ -327,6 +339,7 @@ with warnings.catch_warnings():
         regions: RegionsDef | None = not_facing(None)
         quality: QualityDef = not_facing(default_factory=QualityDef)
         recruitment: RecruitmentDef = not_facing()
+        sample: SampleDef | None = not_facing(None)
 
         @field_validator("language")
         @classmethod

@@ -149,16 +149,19 @@ def _sync(model, study: Study, key_field: str, wanted: dict[str, dict[str, Any]]
     for key, row in existing.items():
         if key not in wanted:
             row.delete()
-    rows = {}
+    rows, new = {}, []
     for key, values in wanted.items():
         row = existing.get(key)
         if row is None:
-            row = model.objects.create(study=study, **{key_field: key}, **values)
+            new.append(model(study=study, **{key_field: key}, **values))
         else:
             for name, value in values.items():
                 setattr(row, name, value)
             row.save()
-        rows[key] = row
+            rows[key] = row
+    # New rows go in batches: a study built from thousands of model outputs loads in seconds (issue 25).
+    for row in model.objects.bulk_create(new, batch_size=500):
+        rows[getattr(row, key_field)] = row
     return rows
 
 

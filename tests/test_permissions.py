@@ -100,6 +100,9 @@ EXPECTED: dict[str, Expect] = {
     # researcher pages
     "researcher:study_list": Expect("/studies/", {"anonymous": (302, LOGIN), "participant": (302, LOGIN),
                                                  "other": 200, "owner": 200, "staff": 200}),
+    # Any researcher may build a new study (they own what they create).
+    "researcher:new_study": Expect("/new-study/", {"anonymous": (302, LOGIN), "participant": (302, LOGIN),
+                                                  "other": 200, "owner": 200, "staff": 200}),
     "researcher:dashboard": researcher_page(S + "/"),
     "researcher:dashboard_data": researcher_page(S + "/dashboard.json"),
     "researcher:run_start": researcher_page(S + "/runs/", method="POST", owner=302),
