@@ -1,6 +1,7 @@
 """Creating a new study from a definition built out of model outputs (``manage.py new_study``, the New study page).
 
-A new study starts closed to participants (a draft): the researcher looks through it and opens it when ready.
+A new study starts as a draft (``study_load(as_draft=True)``): the researcher previews it and launches it when ready
+(``surveys.launch.study_launch``).
 It is never written over an existing study: updating a study is ``load_study``'s job, with its locks.
 """
 
@@ -26,11 +27,9 @@ def study_create_draft(*, definition: StudyDefinition, owner: AbstractBaseUser |
                           "(or update that study with manage.py load_study)")
     try:
         with transaction.atomic():
-            study = study_load(definition=definition).study
+            study = study_load(definition=definition, as_draft=True).study
     except IntegrityError:  # another request created the same slug in between
         raise StudyExists(f'a study with the slug "{definition.slug}" exists already; choose another slug') from None
-    Study.objects.filter(pk=study.pk).update(is_open=False)
-    study.is_open = False
     if owner is not None:
         study.owners.add(owner)
     return study

@@ -12,6 +12,7 @@ import yaml
 from django.core.management import CommandError, call_command
 
 from surveys.definition import StudyDefinition, parse_definition, read_definition_file
+from surveys.launch import study_launch
 from surveys.models import Study
 from surveys.outputs import stratum_quotas
 from tests.support.outputs_files import TEMPLATE, csv_bytes, jsonl_bytes, outputs_rows, template_bytes
@@ -313,7 +314,7 @@ def test_a_sampled_study_from_outputs_is_answered_to_r_judgements_per_block(db, 
     new_study(tmp_path, csv_bytes(outputs_rows(300)), template, load=True)
     study = Study.objects.get(slug="generated")
     assert study.blocks.count() == 12 and not study.is_open
-    Study.objects.filter(pk=study.pk).update(is_open=True)  # the researcher opens the draft
+    study_launch(study=study)  # the researcher launches the draft
     study.refresh_from_db()
     participants, per_participant = (9, 4) if ALLOCATION_IN_SCHEMA else (3, 12)
 
