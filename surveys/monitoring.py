@@ -11,6 +11,7 @@ from django.db.models import Count, Max, Q, Sum
 from django.db.models.functions import TruncHour
 
 from . import clock
+from .coverage import coverage_summary
 from .models import BlockVisit, ConsentDecline, ItemPlacement, Participant, Study, TurnAway
 from .places import live_hold
 
@@ -126,4 +127,5 @@ def dashboard_snapshot(study: Study) -> dict[str, Any]:
         "attention": attention_summary(study),
         "block_coverage": block_coverage(study),
         "position_coverage": position_coverage(study),
+        "coverage": coverage_summary(study),
     }

@@ -18,7 +18,7 @@ from enum import Enum
 from django.db import IntegrityError, transaction
 from django.db.models import Count, F
 
-from . import clock, demographics, drafts, limits
+from . import allocation, clock, demographics, drafts, limits
 from .models import (
     AttentionCheck,
     Block,
@@ -126,18 +126,30 @@ def participant_enroll(
                 last_seen_at=now,
                 hold_expires_at=None if is_preview else now + hold_limit(study),
             )
-            _assign_sequence(participant, random.Random(seed))
-            if not is_preview:
+            rng = random.Random(seed)
+            if not study.allocates:
+                _assign_sequence(participant, rng)
+                if not is_preview:
+                    place_confirm(participant=participant)
+            elif is_preview:
+                _assign_sequence(participant, rng, block_ids=allocation.blocks_preview(study=study))
+            else:
+                # The blocks depend on everyone's allocation so far: chosen under the study's lock, held until
+                # the enrolment commits.
                 place_confirm(participant=participant)
+                _assign_sequence(participant, rng, block_ids=allocation.blocks_allocate(participant=participant))
     except IntegrityError:
         # The same person consented in two tabs at once: the other request won.
         return Participant.objects.get(study=study, external_id=external_id)
     return participant
 
 
-def _assign_sequence(participant: Participant, rng: random.Random) -> None:
+def _assign_sequence(participant: Participant, rng: random.Random, block_ids: list[int] | None = None) -> None:
+    """Draw the participant's pages: their blocks (all of the study's, or ``block_ids``) in random order with
+    the attention checks among them, and each block's responses in counterbalanced order."""
     study = participant.study
-    blocks = list(Block.objects.filter(study=study).order_by("order", "id"))
+    blocks = Block.objects.filter(study=study).order_by("order", "id")
+    blocks = list(blocks if block_ids is None else blocks.filter(pk__in=block_ids))
     checks = list(AttentionCheck.objects.filter(study=study).order_by("id"))
     rng.shuffle(blocks)
     pages: list[Block | AttentionCheck] = list(blocks)
@@ -152,7 +164,12 @@ def _assign_sequence(participant: Participant, rng: random.Random) -> None:
         )
         for i, page in enumerate(pages, start=1)
     )
-    orders = response_orders(study=study, rng=rng)
+    shown = None
+    if study.pairwise_enabled:
+        # Blocks of three or more responses show a pair of them (surveys.allocation).
+        shown = allocation.pairs_allocate(study=study, block_ids=[b.pk for b in blocks], rng=rng,
+                                          record=not participant.is_preview)
+    orders = response_orders(study=study, rng=rng, block_ids=block_ids, shown=shown)
     placements = [
         ItemPlacement(visit=visit, item_id=item_id, position=position)
         for visit in visits
@@ -175,27 +192,30 @@ def _check_slots(n_blocks: int, n_checks: int, rng: random.Random) -> list[int]:
     return [rng.randint(1, max(n_blocks, 1)) for _ in range(n_checks)]
 
 
-def response_orders(*, study: Study, rng: random.Random) -> dict[int, list[int]]:
-    """The display order of every block's items for a new participant.
+def response_orders(
+    *, study: Study, rng: random.Random, block_ids: list[int] | None = None, shown: dict[int, list[int]] | None = None
+) -> dict[int, list[int]]:
+    """The display order of every block's items for a new participant (of ``block_ids`` only, when given;
+    of the items in ``shown`` only, for the blocks it names).
 
     Each block's order is a rotation of a fixed base permutation (a cyclic
     Latin square), so over participants each item appears in each position
     equally often. A rotation is identified by the item it puts first, so the
     least-used rotation comes from one aggregate query over first positions.
     """
+    items = Item.objects.filter(study=study)
+    if block_ids is not None:
+        items = items.filter(block_id__in=block_ids)
     items_by_block: dict[int, list[int]] = {}
-    for item_id, block_id in Item.objects.filter(study=study).order_by("option", "id").values_list("id", "block_id"):
+    for item_id, block_id in items.order_by("option", "id").values_list("id", "block_id"):
         items_by_block.setdefault(block_id, []).append(item_id)
-    first_counts = Counter(
-        dict(
-            ItemPlacement.objects.filter(
-                visit__participant__study=study, visit__participant__is_preview=False, position=1
-            )
-            .values_list("item_id")
-            .annotate(n=Count("id"))
-            .values_list("item_id", "n")
-        )
-    )
+    for block_id, pair in (shown or {}).items():
+        items_by_block[block_id] = [item_id for item_id in items_by_block[block_id] if item_id in pair]
+    firsts = ItemPlacement.objects.filter(visit__participant__study=study, visit__participant__is_preview=False, position=1)
+    if block_ids is not None:
+        # Only the items this participant is shown: the count stays small whatever the study's size.
+        firsts = firsts.filter(item_id__in=[i for ids in items_by_block.values() for i in ids])
+    first_counts = Counter(dict(firsts.values_list("item_id").annotate(n=Count("id")).values_list("item_id", "n")))
     orders = {}
     for block_id, item_ids in items_by_block.items():
         base = _base_permutation(study, block_id, item_ids)
@@ -337,13 +357,17 @@ def participant_complete(*, participant_id: int) -> Participant:
         participant.last_seen_at = now
         participant.completion_code = participant.study.completion_code
         participant.save(update_fields=["status", "finished_at", "last_seen_at", "completion_code"])
+        allocation.assignments_complete(participant_id=participant.pk)
     return participant
 
 
 def participant_exit(*, participant_id: int) -> None:
-    """Leaving early: the answers so far stay, finished_at stays empty; drafts go (never submitted)."""
+    """Leaving early: the answers so far stay, finished_at stays empty; drafts go (never submitted), and the
+    blocks allocated to them go back to the pool."""
     with transaction.atomic():
-        Participant.objects.filter(pk=participant_id, status=Participant.Status.IN_PROGRESS).update(
+        left = Participant.objects.filter(pk=participant_id, status=Participant.Status.IN_PROGRESS).update(
             status=Participant.Status.EXITED, last_seen_at=clock.now()
         )
         drafts.drafts_discard_all(participant_id=participant_id)
+        if left:
+            allocation.assignments_release(participant_id=participant_id)
