@@ -270,3 +270,39 @@ def test_twenty_newcomers_at_once_keep_block_counts_within_one(transactional_db)
         assert sum(counts.values()) == 20 * 4 * (wave + 1)
     assert set(_live_counts(study).values()) == {8}
     assert dict(BlockTally.objects.filter(study=study).values_list("block_id", "allocated")) == dict(_live_counts(study))
+
+
+# --- the hooks that release: a Prolific sync and an analysis run's quality rules ------------------
+
+
+def test_a_sync_that_finds_a_returned_submission_gives_its_blocks_back(prolific):
+    from prolific import services as panel_services
+    from prolific.models import PanelStudy
+
+    study = _load(n_prompts=6, allocation={"blocks_per_participant": 3, "judgements_per_block": 1})  # target 2
+    first, second = _enrol(study, 2)
+    panel = PanelStudy.objects.create(study=study, prolific_id="p1", status="ACTIVE", reward_cents=100,
+                                      estimated_minutes=5, places=2, screened_out_code="SO", failed_checks_code="FC")
+    prolific.studies["p1"] = {"id": "p1", "status": "ACTIVE"}
+    prolific.add_submission("p1", first.external_id, "RETURNED")
+    prolific.add_submission("p1", second.external_id, "ACTIVE")
+    panel_services.panel_submissions_sync(panel=panel)
+    assert BlockAssignment.objects.filter(participant=first, state="released").count() == 3
+    (third,) = _enrol(study, 1, start=2)
+    assert set(_visited_blocks(third)) == set(_visited_blocks(first))
+
+
+def test_an_analysis_run_that_excludes_finishers_gives_their_blocks_back(quick_stats):
+    from tests.support.researcher import fill_with_bots, finished_run
+
+    # Three blocks take a few minutes: every finisher is under the 10-minute minimum, so excluded as too fast.
+    study = _load(n_prompts=6, allocation={"blocks_per_participant": 3, "judgements_per_block": 2})  # target 4
+    fill_with_bots(study, 4, seed=5, mix={"honest": 1.0})
+    assert set(_live_counts(study).values()) == {2}
+    with pytest.raises(StudyFull):
+        _enrol(study, 1, start=50)
+    run = finished_run(study)
+    assert set(run.participant_results.values_list("excluded_by", flat=True)) == {"duration"}
+    assert set(_live_counts(study).values()) == {0}
+    assert len(_enrol(study, 4, start=60)) == 4  # their places and blocks went to newcomers
+    assert set(_live_counts(study).values()) == {2}

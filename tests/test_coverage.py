@@ -84,7 +84,7 @@ def test_the_dashboard_shows_coverage_and_the_target_it_follows_from(allocated, 
     page = owner_client.get("/studies/allocated/").content.decode()
     summary = coverage_summary(allocated)
     assert 'id="coverage"' in page
-    assert "the target of 16 completions is\n     4 × 12 / 3, rounded up" in page
+    assert "the target of 16 completions is\n  4 × 12 / 3, rounded up" in page
     assert f'<strong data-field="coverage.complete">{summary["complete"]}</strong> of 12' in page
     data = owner_client.get("/studies/allocated/dashboard.json").json()
     assert data["coverage"] == summary
@@ -132,3 +132,9 @@ def test_an_excluded_participants_judgements_leave_the_coverage(allocated):
     theirs = set(BlockVisit.objects.filter(participant=finisher, block__isnull=False).values_list("block__key", flat=True))
     assert {key for key in before if before[key] != after[key]} == theirs
     assert all(after[key] == before[key] - 1 for key in theirs)
+
+
+def test_the_recruitment_page_says_the_target_follows_from_the_allocation(allocated, owner_client, prolific):
+    page = owner_client.get("/studies/allocated/prolific/").content.decode()
+    assert "and 16 places" in page
+    assert "Each participant judges 3 of the 12 blocks" in page and "4 × 12 / 3, rounded up" in page
