@@ -33,9 +33,9 @@ import random
 from collections import Counter
 from itertools import combinations
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Case, Count, F, IntegerField, OuterRef, Q, Subquery, Value, When
-from django.db.models.functions import Coalesce
+from django.db.models.functions import Coalesce, Random
 
 from . import clock
 from .models import Block, BlockAssignment, BlockTally, Item, PairTally, Participant, Study
@@ -79,27 +79,48 @@ def blocks_allocate(*, participant: Participant) -> list[int]:
     block already has its r judgements (which rolls the enrolment back)."""
     study = participant.study
     _release_lapsed_holds(study)
-    chosen = list(
-        BlockTally.objects.filter(study=study, allocated__lt=study.judgements_per_block)
-        .order_by("allocated", "?")
-        .values_list("block_id", flat=True)[: study.blocks_per_participant]
-    )
+    chosen = _next_blocks(study)
     if not chosen:
         raise StudyFull(study.slug)
-    BlockTally.objects.filter(block_id__in=chosen).update(allocated=F("allocated") + 1)
+    # A fresh random key places each block at random among those it now shares a count with.
+    BlockTally.objects.filter(block_id__in=chosen).update(allocated=F("allocated") + 1, shuffle=Random())
     BlockAssignment.objects.bulk_create(
         BlockAssignment(study=study, participant=participant, block_id=block_id) for block_id in chosen
     )
     return chosen
 
 
-def blocks_preview(*, study: Study) -> list[int]:
-    """The blocks a newcomer would be given now (the researcher's preview); writes nothing."""
+def commit_without_waiting_for_disk() -> None:
+    """Inside the enrolment's first transaction (PostgreSQL): its commit releases the study's lock without
+    waiting for the disk, so newcomers queue behind the choice of blocks only, not behind a disk flush.
+
+    Nothing durable is given up: the participant's pages are written right after by a transaction that
+    commits normally, and its flush writes this one's log too (the log is written in order), before the
+    participant is shown anything."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL synchronous_commit TO OFF")
+
+
+def _next_blocks(study: Study) -> list[int]:
+    """The k blocks with the lowest counts below r, ties in random order: one scan of k index entries."""
     return list(
         BlockTally.objects.filter(study=study, allocated__lt=study.judgements_per_block)
-        .order_by("allocated", "?")
+        .order_by("allocated", "shuffle")
         .values_list("block_id", flat=True)[: study.blocks_per_participant]
     )
+
+
+def blocks_preview(*, study: Study) -> list[int]:
+    """The blocks a newcomer would be given now (the researcher's preview); writes nothing."""
+    return _next_blocks(study)
+
+
+def allocation_full(*, study: Study) -> bool:
+    """A quick check without the lock, to turn newcomers away early: every block has its r, and no lapsed
+    hold would give one back. ``blocks_allocate`` decides."""
+    return not BlockTally.objects.filter(study=study, allocated__lt=study.judgements_per_block).exists() and not (
+        _lapsed_holds(study).exists())
 
 
 def pairs_allocate(*, study: Study, block_ids: list[int], rng: random.Random, record: bool) -> dict[int, list[int]]:
@@ -117,15 +138,25 @@ def pairs_allocate(*, study: Study, block_ids: list[int], rng: random.Random, re
     return {block_id: [pair.first_id, pair.second_id] for block_id, pair in chosen.items()}
 
 
+def _lapsed_holds(study: Study):
+    lapsed = Participant.objects.filter(study=study, status=Participant.Status.IN_PROGRESS, hold_expires_at__lte=clock.now())
+    return BlockAssignment.objects.filter(participant__in=lapsed.values("pk"), state=State.HELD)
+
+
 def _release_lapsed_holds(study: Study) -> None:
-    """Blocks of participants whose hold lapsed go back to the pool (a constant number of queries)."""
-    lapsed = list(
-        BlockAssignment.objects.filter(study=study, state=State.HELD, participant__hold_expires_at__lte=clock.now())
-        .values_list("pk", "block_id")
-    )
+    """Blocks of participants whose hold lapsed go back to the pool (a constant number of queries; the
+    lapsed are found by a range scan of an index)."""
+    lapsed = list(_lapsed_holds(study).values_list("pk", "block_id"))
     if lapsed:
         BlockAssignment.objects.filter(pk__in=[pk for pk, _ in lapsed]).update(state=State.RELEASED)
         _tallies_add(Counter(block_id for _, block_id in lapsed), sign=-1)
+
+
+def enrolment_undo(*, participant_id: int) -> None:
+    """An enrolment whose pages could not be written: its blocks go back, the participant goes."""
+    with transaction.atomic():
+        assignments_release(participant_id=participant_id)
+        Participant.objects.filter(pk=participant_id).delete()
 
 
 def _tallies_add(by_block: Counter, *, sign: int) -> None:

@@ -361,7 +361,11 @@ class Participant(models.Model):
             ),
             models.CheckConstraint(condition=~Q(external_id=""), name="participant_external_id_set"),
         ]
-        indexes = [models.Index(fields=["study", "status"])]
+        indexes = [
+            models.Index(fields=["study", "status"]),
+            # Holds that lapsed: found by a range scan at each entry of a study that allocates blocks.
+            models.Index(fields=["study", "status", "hold_expires_at"], name="participant_hold_lapse"),
+        ]
 
     def __str__(self) -> str:
         return self.pseudonym
@@ -572,11 +576,14 @@ class BlockTally(models.Model):
     rows whatever the number of participants."""
 
     block = models.OneToOneField(Block, on_delete=models.CASCADE, primary_key=True, related_name="tally")
-    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="block_tallies")
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="block_tallies", db_index=False)
     allocated = models.PositiveIntegerField(default=0)
+    # A random key, drawn again each time the block is allocated: the order of the blocks that share a count,
+    # so the lowest k come from one index scan and are a uniformly random choice among the ties.
+    shuffle = models.FloatField(default=0)
 
     class Meta:
-        indexes = [models.Index(fields=["study", "allocated"])]
+        indexes = [models.Index(fields=["study", "allocated", "shuffle"], name="tally_next_blocks")]
         constraints = [models.CheckConstraint(condition=Q(allocated__gte=0), name="tally_allocated_nonnegative")]
 
 

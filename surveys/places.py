@@ -94,7 +94,10 @@ def place_confirm(*, participant: Participant) -> None:
     if not study["is_open"]:
         raise StudyClosed(participant.study_id)
     target = study["target_completions"]
-    if target is not None and places_taken(study=participant.study, excluding=participant.pk) >= target:
+    # A study that allocates blocks is full when every block has its r judgements (surveys.allocation decides,
+    # under this lock); its target follows from them.
+    if target is not None and not participant.study.allocates and places_taken(
+            study=participant.study, excluding=participant.pk) >= target:
         raise StudyFull(participant.study_id)
 
 

@@ -102,73 +102,101 @@ def participant_enroll(
     """
     existing = Participant.objects.filter(study=study, external_id=external_id).first()
     if existing is not None:
+        if study.allocates and not existing.blocks_assigned:
+            _pages_of_allocation(existing)
         return existing
     if not is_preview:
         # Quick checks first, so a full study draws no sequence only to throw it away.
         if not study.is_open:
             raise StudyClosed(study.slug)
-        if study_is_full(study=study):
+        if allocation.allocation_full(study=study) if study.allocates else study_is_full(study=study):
             raise StudyFull(study.slug)
     seed = secrets.randbits(62) if seed is None else seed
     now = clock.now()
+    fields = dict(
+        study=study,
+        external_id=external_id,
+        pseudonym=pseudonym_for(key=study.pseudonym_key, external_id=external_id),
+        panel_study_id=panel_study_id[: limits.PANEL_VALUE],
+        panel_session_id=panel_session_id[: limits.PANEL_VALUE],
+        is_preview=is_preview,
+        seed=seed,
+        consented_at=now,
+        started_at=now,
+        last_seen_at=now,
+        hold_expires_at=None if is_preview else now + hold_limit(study),
+    )
+    if study.allocates and not is_preview:
+        return _enroll_with_allocation(fields)
     try:
         with transaction.atomic():
-            participant = Participant.objects.create(
-                study=study,
-                external_id=external_id,
-                pseudonym=pseudonym_for(key=study.pseudonym_key, external_id=external_id),
-                panel_study_id=panel_study_id[: limits.PANEL_VALUE],
-                panel_session_id=panel_session_id[: limits.PANEL_VALUE],
-                is_preview=is_preview,
-                seed=seed,
-                consented_at=now,
-                started_at=now,
-                last_seen_at=now,
-                hold_expires_at=None if is_preview else now + hold_limit(study),
-            )
+            participant = Participant.objects.create(**fields)
             rng = random.Random(seed)
-            if not study.allocates:
+            if study.allocates:  # a preview: the blocks a newcomer would get now, allocating nothing
+                _assign_sequence(participant, rng, block_ids=allocation.blocks_preview(study=study))
+            else:
                 _assign_sequence(participant, rng)
                 if not is_preview:
                     place_confirm(participant=participant)
-            elif is_preview:
-                _assign_sequence(participant, rng, block_ids=allocation.blocks_preview(study=study))
-            else:
-                # The blocks depend on everyone's allocation so far: chosen under the study's lock, held until
-                # the enrolment commits.
-                place_confirm(participant=participant)
-                _assign_sequence(participant, rng, block_ids=allocation.blocks_allocate(participant=participant))
     except IntegrityError:
         # The same person consented in two tabs at once: the other request won.
         return Participant.objects.get(study=study, external_id=external_id)
     return participant
 
 
+def _enroll_with_allocation(fields: dict) -> Participant:
+    """Enrolment in a study that allocates blocks, in two steps so that the study's lock is held only while
+    blocks are chosen: the participant and their blocks (under the lock), then their pages (after it)."""
+    try:
+        with transaction.atomic():
+            allocation.commit_without_waiting_for_disk()
+            participant = Participant.objects.create(**fields)
+            place_confirm(participant=participant)
+            block_ids = allocation.blocks_allocate(participant=participant)
+    except IntegrityError:
+        return Participant.objects.get(study=fields["study"], external_id=fields["external_id"])
+    try:
+        with transaction.atomic():
+            _assign_sequence(participant, random.Random(participant.seed), block_ids=block_ids)
+    except BaseException:
+        allocation.enrolment_undo(participant_id=participant.pk)
+        raise
+    return participant
+
+
+def _pages_of_allocation(participant: Participant) -> None:
+    """The pages of a participant whose blocks were allocated but whose pages were never written (the
+    process stopped between the two steps of ``_enroll_with_allocation``; or the other tab is writing them)."""
+    block_ids = list(participant.block_assignments.values_list("block_id", flat=True))
+    try:
+        with transaction.atomic():
+            if block_ids and not BlockVisit.objects.filter(participant=participant).exists():
+                _assign_sequence(participant, random.Random(participant.seed), block_ids=block_ids)
+    except IntegrityError:
+        pass  # the other tab wrote them
+
+
 def _assign_sequence(participant: Participant, rng: random.Random, block_ids: list[int] | None = None) -> None:
     """Draw the participant's pages: their blocks (all of the study's, or ``block_ids``) in random order with
     the attention checks among them, and each block's responses in counterbalanced order."""
     study = participant.study
-    blocks = Block.objects.filter(study=study).order_by("order", "id")
-    blocks = list(blocks if block_ids is None else blocks.filter(pk__in=block_ids))
-    checks = list(AttentionCheck.objects.filter(study=study).order_by("id"))
+    if block_ids is None:
+        blocks = list(Block.objects.filter(study=study).order_by("order", "id").values_list("pk", flat=True))
+    else:
+        blocks = sorted(block_ids)  # drawn in order by the seed, whatever order they came in
+    checks = list(AttentionCheck.objects.filter(study=study).order_by("id").values_list("pk", flat=True))
     rng.shuffle(blocks)
-    pages: list[Block | AttentionCheck] = list(blocks)
+    pages: list[tuple[int | None, int | None]] = [(block_id, None) for block_id in blocks]
     for slot in sorted(_check_slots(len(blocks), len(checks), rng), reverse=True):
-        pages.insert(slot, checks.pop())
+        pages.insert(slot, (None, checks.pop()))
     visits = BlockVisit.objects.bulk_create(
-        BlockVisit(
-            participant=participant,
-            sequence=i,
-            block=page if isinstance(page, Block) else None,
-            attention_check=page if isinstance(page, AttentionCheck) else None,
-        )
-        for i, page in enumerate(pages, start=1)
+        BlockVisit(participant=participant, sequence=i, block_id=block_id, attention_check_id=check_id)
+        for i, (block_id, check_id) in enumerate(pages, start=1)
     )
     shown = None
     if study.pairwise_enabled:
         # Blocks of three or more responses show a pair of them (surveys.allocation).
-        shown = allocation.pairs_allocate(study=study, block_ids=[b.pk for b in blocks], rng=rng,
-                                          record=not participant.is_preview)
+        shown = allocation.pairs_allocate(study=study, block_ids=blocks, rng=rng, record=not participant.is_preview)
     orders = response_orders(study=study, rng=rng, block_ids=block_ids, shown=shown)
     placements = [
         ItemPlacement(visit=visit, item_id=item_id, position=position)
