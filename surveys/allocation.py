@@ -72,13 +72,16 @@ def tallies_create(*, study: Study) -> None:
 # ----------------------------------------------------------------------- entry
 
 
-def blocks_allocate(*, participant: Participant) -> list[int]:
+def blocks_allocate(*, participant: Participant, release_lapsed: bool = True) -> list[int]:
     """The blocks ``participant`` (just created, not a preview) judges; writes their assignments.
 
-    Call inside the enrolment's transaction, holding the study's lock. Raises ``StudyFull`` when every
-    block already has its r judgements (which rolls the enrolment back)."""
+    Call inside the enrolment's transaction, holding the study's lock. ``release_lapsed``: first give back
+    the blocks of lapsed holds (``lapsed_holds_exist`` tells, before the lock; a hold that lapses in between
+    is released by the next entry). Raises ``StudyFull`` when every block already has its r judgements
+    (which rolls the enrolment back)."""
     study = participant.study
-    _release_lapsed_holds(study)
+    if release_lapsed:
+        _release_lapsed_holds(study)
     chosen = _next_blocks(study)
     if not chosen:
         raise StudyFull(study.slug)
@@ -114,6 +117,10 @@ def _next_blocks(study: Study) -> list[int]:
 def blocks_preview(*, study: Study) -> list[int]:
     """The blocks a newcomer would be given now (the researcher's preview); writes nothing."""
     return _next_blocks(study)
+
+
+def lapsed_holds_exist(*, study: Study) -> bool:
+    return _lapsed_holds(study).exists()
 
 
 def allocation_full(*, study: Study) -> bool:

@@ -147,12 +147,14 @@ def participant_enroll(
 def _enroll_with_allocation(fields: dict) -> Participant:
     """Enrolment in a study that allocates blocks, in two steps so that the study's lock is held only while
     blocks are chosen: the participant and their blocks (under the lock), then their pages (after it)."""
+    # Read before the lock, so that the lock is held for as few queries as possible.
+    release_lapsed = allocation.lapsed_holds_exist(study=fields["study"])
     try:
         with transaction.atomic():
             allocation.commit_without_waiting_for_disk()
             participant = Participant.objects.create(**fields)
             place_confirm(participant=participant)
-            block_ids = allocation.blocks_allocate(participant=participant)
+            block_ids = allocation.blocks_allocate(participant=participant, release_lapsed=release_lapsed)
     except IntegrityError:
         return Participant.objects.get(study=fields["study"], external_id=fields["external_id"])
     try:
