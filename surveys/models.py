@@ -108,7 +108,9 @@ class Study(models.Model):
             ),
             models.CheckConstraint(
                 condition=(Q(blocks_per_participant__isnull=True) & Q(judgements_per_block__isnull=True))
-                | (Q(blocks_per_participant__gt=0) & Q(judgements_per_block__gt=0)),
+                # isnull spelled out: a check whose value is NULL passes.
+                | (Q(blocks_per_participant__isnull=False, blocks_per_participant__gt=0)
+                   & Q(judgements_per_block__isnull=False, judgements_per_block__gt=0)),
                 name="study_allocation_complete",
             ),
         ]
@@ -584,7 +586,6 @@ class BlockTally(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["study", "allocated", "shuffle"], name="tally_next_blocks")]
-        constraints = [models.CheckConstraint(condition=Q(allocated__gte=0), name="tally_allocated_nonnegative")]
 
 
 class PairTally(models.Model):
@@ -599,7 +600,6 @@ class PairTally(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["block", "first", "second"], name="pair_tally_unique_pair"),
             models.CheckConstraint(condition=Q(first__lt=F("second")), name="pair_tally_ordered"),
-            models.CheckConstraint(condition=Q(allocated__gte=0), name="pair_tally_allocated_nonnegative"),
         ]
 
 
