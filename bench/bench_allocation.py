@@ -39,7 +39,8 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 SLUG = "bench-allocation"
-K, R, CONCURRENT = 20, 5, 20
+K, R = 20, 5
+CONCURRENT = 20  # --concurrent
 USER = "bench-researcher"
 
 
@@ -182,10 +183,13 @@ def verdict(ok: bool) -> str:
 
 
 def main() -> None:
+    global CONCURRENT
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--prompts", type=int, default=2000)
     parser.add_argument("--participants", type=int, default=None, help="default: the target (R x blocks / K)")
+    parser.add_argument("--concurrent", type=int, default=CONCURRENT, help="entries at a time (the target is at 20)")
     args = parser.parse_args()
+    CONCURRENT = args.concurrent
     if not os.environ.get("DATABASE_URL", "").startswith("postgres"):
         sys.exit("Set DATABASE_URL to a PostgreSQL database (the targets are PostgreSQL's).")
     setup_django()
@@ -207,7 +211,9 @@ def main() -> None:
     print(f"dashboard: page {dashboard['page_s']:.2f} s (worst {dashboard['page_worst_s']:.2f}), JSON "
           f"{dashboard['json_s']:.2f} s (worst {dashboard['json_worst_s']:.2f}); {dashboard['complete']} of "
           f"{dashboard['blocks']} blocks complete")
-    print(f"{verdict(entries['p95_ms'] <= 100)}: entry p95 {entries['p95_ms']:.0f} ms <= 100 ms at {CONCURRENT} concurrent")
+    if CONCURRENT != 20:
+        print(f"(entries ran {CONCURRENT} at a time: the entry target is at 20)")
+    print(f"{verdict(entries['p95_ms'] <= 100 and CONCURRENT >= 20)}: entry p95 {entries['p95_ms']:.0f} ms <= 100 ms at {CONCURRENT} concurrent")
     within = counts["max"] - counts["min"] <= 1 and max(entries["spreads"], default=0) <= 1 and counts["counters_agree"]
     print(f"{verdict(within)}: block counts within 1 while running and after {entries['n']} entries")
     print(f"{verdict(dashboard['page_worst_s'] <= 1 and dashboard['json_worst_s'] <= 1)}: dashboard <= 1 s")

@@ -306,3 +306,13 @@ def test_an_analysis_run_that_excludes_finishers_gives_their_blocks_back(quick_s
     assert set(_live_counts(study).values()) == {0}
     assert len(_enrol(study, 4, start=60)) == 4  # their places and blocks went to newcomers
     assert set(_live_counts(study).values()) == {2}
+
+
+def test_a_preview_is_given_the_blocks_a_newcomer_would_get_and_allocates_nothing():
+    study = _load(n_prompts=6, allocation={"blocks_per_participant": 3, "judgements_per_block": 2})
+    (first,) = _enrol(study, 1)
+    preview = services.participant_enroll(study=study, external_id="preview-1", is_preview=True, seed=3)
+    shown = set(_visited_blocks(preview))
+    assert len(shown) == 3 and not shown & set(_visited_blocks(first))  # the least allocated: the other three
+    assert not BlockAssignment.objects.filter(participant=preview).exists()
+    assert sum(BlockTally.objects.filter(study=study).values_list("allocated", flat=True)) == 3
