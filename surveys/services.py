@@ -85,6 +85,12 @@ def turn_away_record(*, study: Study) -> None:
 # --- enrolment --------------------------------------------------------------------
 
 
+def study_full(*, study: Study) -> bool:
+    """A quick check without a lock, to turn newcomers away early (enrolment decides, under the lock): the
+    places are taken, or, in a study that allocates blocks, every block has its r judgements."""
+    return allocation.allocation_full(study=study) if study.allocates else study_is_full(study=study)
+
+
 def participant_enroll(
     *,
     study: Study,
@@ -109,7 +115,7 @@ def participant_enroll(
         # Quick checks first, so a full study draws no sequence only to throw it away.
         if not study.is_open:
             raise StudyClosed(study.slug)
-        if allocation.allocation_full(study=study) if study.allocates else study_is_full(study=study):
+        if study_full(study=study):
             raise StudyFull(study.slug)
     seed = secrets.randbits(62) if seed is None else seed
     now = clock.now()

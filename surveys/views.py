@@ -264,7 +264,7 @@ def _panel_value(request: HttpRequest, name: str) -> str:
 def _refuse_newcomer(request: HttpRequest, study: Study) -> HttpResponse | None:
     if not study.is_open:
         return _notice(study.slug, "closed")
-    if places.study_is_full(study=study):
+    if services.study_full(study=study):
         services.turn_away_record(study=study)
         return _notice(study.slug, "full")
     return None
