@@ -56,8 +56,12 @@ def tallies_create(*, study: Study) -> None:
     BlockTally.objects.filter(study=study).delete()
     PairTally.objects.filter(block__study=study).delete()
     if study.allocates:
+        # Random keys from the start: the first participants are not given neighbouring blocks (often the
+        # same prompt's) together.
+        rng = random.Random()
         BlockTally.objects.bulk_create(
-            BlockTally(block_id=block_id, study=study) for block_id in Block.objects.filter(study=study).values_list("pk", flat=True)
+            BlockTally(block_id=block_id, study=study, shuffle=rng.random())
+            for block_id in Block.objects.filter(study=study).values_list("pk", flat=True)
         )
     if study.pairwise_enabled:
         items: dict[int, list[int]] = {}

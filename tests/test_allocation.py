@@ -316,3 +316,14 @@ def test_a_preview_is_given_the_blocks_a_newcomer_would_get_and_allocates_nothin
     assert len(shown) == 3 and not shown & set(_visited_blocks(first))  # the least allocated: the other three
     assert not BlockAssignment.objects.filter(participant=preview).exists()
     assert sum(BlockTally.objects.filter(study=study).values_list("allocated", flat=True)) == 3
+
+
+def test_the_first_participants_are_not_given_neighbouring_blocks_together():
+    """Blocks of one prompt often follow each other in the definition; ties start in random order."""
+    study = _load(n_prompts=40, allocation={"blocks_per_participant": 4, "judgements_per_block": 1})
+    order = dict(study.blocks.values_list("pk", "order"))
+    windows = 0
+    for participant in _enrol(study, 10):
+        positions = sorted(order[block] for block in _visited_blocks(participant))
+        windows += positions == list(range(positions[0], positions[0] + 4))
+    assert windows <= 2  # in definition order, all 10 would be runs of 4 neighbours
