@@ -26,11 +26,12 @@ from rest_framework.views import APIView
 from surveys.access import studies_visible_to, study_for_user
 from surveys.api import ApiAutoSchema, ErrorSerializer
 from web.throttles import UserRateThrottle
+from surveys.coverage import block_coverage_rows, coverage_summary
 
 from . import exports, frames, importers, runs, selectors
 from .models import AnalysisRun, ResultTable
 from .serializers import (
-    AnalysisRunSerializer, ChoiceRecordSerializer, ExportSerializer, FreeTextRecordSerializer, GoldImportReportSerializer, GoldImportSerializer, ImportReportSerializer,
+    AnalysisRunSerializer, ChoiceRecordSerializer, CoverageSerializer, ExportSerializer, FreeTextRecordSerializer, GoldImportReportSerializer, GoldImportSerializer, ImportReportSerializer,
     PairwiseRecordSerializer,
     ResponsesImportSerializer, ResultTableSerializer, ResultTableSummarySerializer, RunCreatedSerializer,
     TableQuerySerializer,
@@ -205,6 +206,19 @@ def _export_response(request: Request, slug: str, name: str) -> StreamingHttpRes
 _CSV_RESPONSES = {(200, "text/csv"): OpenApiResponse(OpenApiTypes.STR, description="CSV, streamed"),
                   400: OpenApiResponse(OpenApiTypes.OBJECT, description="a bad format: field -> list of messages"),
                   404: OpenApiResponse(ErrorSerializer, description="no such study or export, or no finished run")}
+
+
+class Coverage(APIView):
+    """Judgements per block against the r each needs, blocks complete and the gaps, as they stand now
+    (the dashboard's coverage; ``rows`` are coverage.csv's)."""
+
+    schema = ApiAutoSchema()
+
+    @extend_schema(responses={200: CoverageSerializer})
+    def get(self, request: Request, slug: str) -> Response:
+        study = study_for_user(request.user, slug)
+        rows = block_coverage_rows(study)
+        return Response(CoverageSerializer({**coverage_summary(study, rows), "rows": rows}).data)
 
 
 class ExportList(APIView):

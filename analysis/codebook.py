@@ -146,6 +146,20 @@ _ANSWER_FILES: dict[str, dict[str, Column]] = {
     for kind in QUESTION_TYPES for filename, entries in kind.codebook.items()
 }
 
+_COVERAGE: dict[str, Column] = {
+    "judgements_per_block": Column("r: the judgements each block needs (the study's allocation)", INTEGER,
+                                   ">= 1; blank when every participant judges every block"),
+    "judged": Column("submitted judgements of the block by participants who still hold it (not released by "
+                     "leaving, timing out, a returned or rejected panel submission, or the quality rules), when the "
+                     "file was written", INTEGER, COUNT),
+    "allocated": Column("participants the block is allocated to when the file was written (in progress or "
+                        "completed, not released)", INTEGER, f"{COUNT}; blank when every participant judges every block"),
+    "missing": Column("judgements the block still needs: r minus judged, at least 0", INTEGER,
+                      f"{COUNT}; blank when every participant judges every block"),
+    "complete": Column("whether the block has its r judgements", BOOLEAN,
+                       "true, false; blank when every participant judges every block"),
+}
+
 _FLOW_RULE = Column("quality rule of this step", TEXT, f"{quality.ENROLLED} (step 0), {_RULES}")
 
 _FILTER_FLOW: dict[str, Column] = {
@@ -626,6 +640,7 @@ TABLE_COLUMNS: dict[str, dict[str, Column]] = {
     "pairwise_bradley_terry.csv": _PAIRWISE_BT,
     "pairwise_position_bias.csv": _PAIRWISE_POSITION_BIAS,
     "agreement.csv": _AGREEMENT,
+    "coverage.csv": _COVERAGE,
     "rater_loo.csv": _RATER_LOO,
     "rater_judge.csv": _RATER_JUDGE,
     "mixed_model.csv": _MIXED_MODEL,

@@ -27,6 +27,7 @@ from analysis.selectors import (
     FREE_TEXT_COLUMNS, analysis_run_latest_done, choice_rows, free_text_rows, participant_results, result_table_frame,
     result_table_names, retained_participant_ids,
 )
+from surveys.coverage import COVERAGE_COLUMNS, block_coverage_rows
 from surveys.models import DemographicQuestion, Scenario, Study
 from surveys.questions import answer_exports, best_worst
 from surveys.questions.controls import letter_label
@@ -276,6 +277,13 @@ def pairwise_records(frame: pd.DataFrame) -> Iterator[list[Any]]:
     return iter(values.where(values.notna(), None).to_numpy().tolist())
 
 
+def coverage_rows(study: Study) -> Rows:
+    """coverage.csv: judgements per block against r, as they stand now (surveys.coverage)."""
+    yield COVERAGE_COLUMNS
+    for row in block_coverage_rows(study):
+        yield [row[name] for name in COVERAGE_COLUMNS]
+
+
 EXPORTS: dict[str, Export] = {
     "participants": Export("participants.csv", from_rows(participants_rows),
                            "participants with quality metrics (pseudonyms)"),
@@ -288,6 +296,9 @@ EXPORTS: dict[str, Export] = {
                        "pairwise preferences (left, right, tie, both bad) of retained participants (pairwise studies)"),
     "scenarios": Export("scenarios.csv", from_rows(scenarios_export_rows),
                         "the scenarios: the person's message and the conversation before it"),
+    "coverage": Export("coverage.csv", from_rows(lambda run: coverage_rows(run.study)),
+                       "judgements per block against the r each needs, as they stand at the download "
+                       "(studies that allocate blocks)"),
 }
 # Every result table of the registry, exported under its own name (win_table.csv, ttests.csv, ...).
 for _analysis in registry.REGISTERED:
@@ -306,7 +317,8 @@ def exports_of(run: AnalysisRun) -> list[str]:
     """The pseudonymous exports of the run, as the exports page, the API and the zip list them: participants,
     ratings, the answer exports the study's design applies to, the scenarios, then the run's result tables."""
     answers = [name for name in answer_exports(run.study) if name != "ratings"]
-    return ["participants", "ratings", *answers, "scenarios", *result_exports_of(run)]
+    coverage = ["coverage"] if run.study.allocates else []
+    return ["participants", "ratings", *answers, "scenarios", *coverage, *result_exports_of(run)]
 
 
 # Exports that hold only pseudonymous data (everything but identifiers).

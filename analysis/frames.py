@@ -642,7 +642,7 @@ def pairwise_frame(study_id: int, *, participant_ids: Sequence[int] | None = Non
     at = _positions(visit_ids_in_order, side_rows[:, 0])
     found = at >= 0
     side_item[at[found], side_rows[found, 1] - 1] = side_rows[found, 2]
-    # A pairwise block has exactly two responses (the definition checks it); a visit missing one is not a pair.
+    # A pairwise visit shows two responses (of its block's two, or a pair drawn from more); a visit missing one is not a pair.
     paired = (side_item >= 0).all(axis=1)
     visit_rows, side_item = visit_rows[paired], side_item[paired]
 

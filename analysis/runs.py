@@ -53,6 +53,7 @@ from analysis.design import Design, study_design
 from analysis.metrics import MetricsUnavailable
 from analysis.models import AnalysisRun, MetricsRun, MetricsTable, ParticipantResult, ResultTable
 from analysis.quality import QualityResult
+from surveys.allocation import allocation_reconcile
 from surveys.models import Participant, Study
 
 logger = logging.getLogger(__name__)
@@ -418,6 +419,8 @@ def analysis_run_quality_persist(
             n_participants=len(results), n_retained=int((results["excluded_by"] == "").sum()),
             pending=list(pending), failures={}, parts_sent_at=None, parts_started=[],
         )
+    # Those the rules exclude give their blocks back to the pool (studies that allocate blocks).
+    allocation_reconcile(study=Study.objects.get(pk=study_id))
 
 
 def analysis_run_tables_land(

@@ -83,6 +83,38 @@ class ResultTableSerializer(serializers.Serializer):
                                     help_text="orient=records: one object per row")
 
 
+class CoverageBlockSerializer(serializers.Serializer):
+    """One row of coverage.csv (surveys.coverage)."""
+
+    block_id = serializers.CharField()
+    scenario = serializers.CharField()
+    judgements_per_block = serializers.IntegerField(allow_null=True, help_text="r; null when everyone judges every block")
+    judged = serializers.IntegerField()
+    allocated = serializers.IntegerField(allow_null=True)
+    missing = serializers.IntegerField(allow_null=True)
+    complete = serializers.BooleanField(allow_null=True)
+
+
+class CoverageLevelSerializer(serializers.Serializer):
+    judged = serializers.IntegerField()
+    blocks = serializers.IntegerField()
+
+
+class CoverageSerializer(serializers.Serializer):
+    """The dashboard's coverage, and every block's row."""
+
+    judgements_per_block = serializers.IntegerField(allow_null=True)
+    blocks_per_participant = serializers.IntegerField(allow_null=True)
+    blocks = serializers.IntegerField()
+    complete = serializers.IntegerField(allow_null=True)
+    judged = serializers.IntegerField()
+    needed = serializers.IntegerField(allow_null=True)
+    levels = CoverageLevelSerializer(many=True)
+    gaps = CoverageBlockSerializer(many=True)
+    gap_blocks = serializers.IntegerField(allow_null=True)
+    rows = CoverageBlockSerializer(many=True)
+
+
 class ExportSerializer(serializers.Serializer):
     name = serializers.CharField()
     filename = serializers.CharField()

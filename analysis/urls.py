@@ -24,6 +24,7 @@ urlpatterns = [
     path("studies/<slug:slug>/raters/<int:link_id>/revoke/", rater_link_views.rater_link_revoke, name="rater_revoke"),
     path("studies/<slug:slug>/exports/", views.export_list, name="exports"),
     path("studies/<slug:slug>/free-text/", free_text_views.free_text_answers, name="free_text"),
+    path("studies/<slug:slug>/coverage.csv", views.coverage_csv, name="coverage_csv"),
     path("studies/<slug:slug>/exports/everything.zip", views.export_everything, name="export_everything"),
     path("studies/<slug:slug>/exports/<str:name>.csv", views.export_download, name="export_download"),
 ]

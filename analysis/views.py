@@ -231,6 +231,14 @@ def export_download(request: HttpRequest, slug: str, name: str) -> HttpResponse:
 
 
 @login_required
+def coverage_csv(request: HttpRequest, slug: str) -> HttpResponse:
+    """coverage.csv as it stands now (no analysis run needed): the dashboard's link."""
+    study = study_for_user(request.user, slug)
+    return _csv_batches_response(request, exports.from_rows(lambda _: exports.coverage_rows(study))(None),
+                                 "coverage.csv")
+
+
+@login_required
 def export_everything(request: HttpRequest, slug: str) -> HttpResponse:
     study = study_for_user(request.user, slug)
     try:

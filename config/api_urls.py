@@ -17,6 +17,7 @@ urlpatterns = [
     path("studies/<slug:slug>/runs/<int:run_id>/tables/", analysis_api.RunTableList.as_view(), name="api-run-tables"),
     path("studies/<slug:slug>/runs/<int:run_id>/tables/<str:name>/", analysis_api.RunTableDetail.as_view(),
          name="api-run-table"),
+    path("studies/<slug:slug>/coverage/", analysis_api.Coverage.as_view(), name="api-coverage"),
     # Pseudonymous exports of the latest finished run; panel ids only from the restricted endpoint.
     path("studies/<slug:slug>/exports/", analysis_api.ExportList.as_view(), name="api-exports"),
     path("studies/<slug:slug>/exports/free-text/", analysis_api.FreeTextRecords.as_view(), name="api-free-text"),

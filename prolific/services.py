@@ -20,6 +20,7 @@ from django.db import IntegrityError, transaction
 from django.urls import reverse
 
 from surveys import clock
+from surveys.allocation import allocation_reconcile
 from surveys.models import Participant, Study
 
 from . import selectors
@@ -141,6 +142,8 @@ def panel_submissions_sync(*, panel: PanelStudy, client: ProlificClient | None =
             changed += 1
         panel.synced_at, panel.status = clock.now(), study_status
         panel.save(update_fields=["synced_at", "status"])
+    # Returned, timed-out and rejected submissions give their blocks back to the pool.
+    allocation_reconcile(study=panel.study)
     released = panel.submissions.filter(releases_place=True).count()
     return SyncSummary(submissions=len(submissions), changed=changed, released=released)
 

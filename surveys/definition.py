@@ -296,6 +296,14 @@ class RecruitmentDef(Strict):
         return value
 
 
+class AllocationDef(Strict):
+    """Each participant judges k blocks, until every block has r judgements (surveys.allocation)."""
+
+    blocks_per_participant: int = Field(ge=1, description="k: blocks each participant judges")
+    judgements_per_block: int = Field(ge=1, description="r: judgements each block gets; the study's target of "
+                                      "completions follows: r x blocks / k, rounded up")
+
+
 # "construct" is the definition's word for what is judged; as a field it shadows pydantic's
 # deprecated BaseModel.construct classmethod, which nothing here uses, so that warning is silenced.
 with warnings.catch_warnings():
@@ -340,6 +348,10 @@ with warnings.catch_warnings():
         quality: QualityDef = not_facing(default_factory=QualityDef)
         recruitment: RecruitmentDef = not_facing()
         sample: SampleDef | None = not_facing(None)
+        allocation: Literal["all"] | AllocationDef = facing(
+            "all", description='"all": every participant judges every block; or {blocks_per_participant: k, '
+            "judgements_per_block: r}: each participant is given k blocks among those furthest from r judgements",
+        )
 
         @field_validator("language")
         @classmethod
@@ -444,7 +456,32 @@ def cross_reference_problems(d: StudyDefinition) -> list[str]:
     problems += _check_demographics(d)
     problems += _check_subgroups(d)
     problems += _check_regions(d)
+    problems += allocation_problems(d)
     return problems
+
+
+def allocation_target(*, blocks: int, blocks_per_participant: int, judgements_per_block: int) -> int:
+    """Completions that give every block r judgements when each participant judges k: r x blocks / k, rounded up."""
+    return -(-judgements_per_block * blocks // blocks_per_participant)
+
+
+def allocation_problems(d: StudyDefinition) -> list[str]:
+    if d.allocation == "all":
+        return []
+    k, r, n_blocks = d.allocation.blocks_per_participant, d.allocation.judgements_per_block, len(d.blocks)
+    if k > n_blocks:
+        return [f"allocation.blocks_per_participant: {k} is more than the study's {n_blocks} blocks"]
+    needed = allocation_target(blocks=n_blocks, blocks_per_participant=k, judgements_per_block=r)
+    target = d.recruitment.target_completions
+    if target is not None and target < needed:
+        return [f"allocation.judgements_per_block: {r} judgements of each of {n_blocks} blocks, {k} per participant, "
+                f"need {needed} completions; recruitment.target_completions is {target} (leave it out: it follows "
+                "from the allocation)"]
+    if target is not None and target > needed:
+        return [f"recruitment.target_completions: {target} is more than the allocation needs ({r} x {n_blocks} "
+                f"blocks / {k} = {needed}); later participants would find no block to judge (leave it out: it "
+                "follows from the allocation)"]
+    return []
 
 
 def _check_keys(name: str, keys: list[str]) -> list[str]:

@@ -16,7 +16,8 @@ from django.db.models import F
 from django.utils import timezone
 from pydantic import ValidationError
 
-from .definition import PANEL_ONLY, PARTICIPANT_FACING, RecruitmentDef, StudyDefinition
+from . import allocation
+from .definition import PANEL_ONLY, PARTICIPANT_FACING, RecruitmentDef, StudyDefinition, allocation_target
 from .models import (
     AttentionCheck,
     Block,
@@ -91,6 +92,7 @@ def _study_fields(d: StudyDefinition) -> dict[str, Any]:
         "letter_labels": d.letter_labels,
         "language": d.language,
         **_recruitment_fields(d.recruitment),
+        **_allocation_fields(d),
         **d.quality.model_dump(),
         "definition": d.model_dump(mode="json"),
     }
@@ -101,6 +103,16 @@ def _recruitment_fields(r: RecruitmentDef) -> dict[str, Any]:
     for name in PANEL_ONLY:  # empty, not null, in the columns of studies without a panel
         fields[name] = fields[name] or ""
     return {**fields, "recruitment_mode": r.mode}
+
+
+def _allocation_fields(d: StudyDefinition) -> dict[str, Any]:
+    if d.allocation == "all":
+        return {"blocks_per_participant": None, "judgements_per_block": None}
+    k, r = d.allocation.blocks_per_participant, d.allocation.judgements_per_block
+    # The target follows from the allocation (the definition's checks refuse any other).
+    return {"blocks_per_participant": k, "judgements_per_block": r,
+            "target_completions": allocation_target(blocks=len(d.blocks), blocks_per_participant=k,
+                                                    judgements_per_block=r)}
 
 
 @transaction.atomic
@@ -140,6 +152,7 @@ def study_load(*, definition: StudyDefinition, as_draft: bool = False) -> LoadRe
         # Preview participants have no counted answers; they go with the old content.
         Participant.objects.filter(study=study, is_preview=True).delete()
         _write_content(study, definition)
+        allocation.tallies_create(study=study)
     return LoadResult(study=study, created=created, content_changed=bool(changed))
 
 

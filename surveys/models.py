@@ -62,6 +62,10 @@ class Study(models.Model):
         max_length=limits.COMPLETION_URL, default="https://app.prolific.com/submissions/complete?cc={code}"
     )
     target_completions = models.PositiveIntegerField(null=True, blank=True)
+    # Allocation (surveys.allocation): each participant judges k blocks until each block has r judgements;
+    # both empty: everyone judges every block.
+    blocks_per_participant = models.PositiveIntegerField(null=True, blank=True)
+    judgements_per_block = models.PositiveIntegerField(null=True, blank=True)
     # Held places (surveys.places): how long a participant in progress keeps a place.
     estimated_minutes = models.PositiveIntegerField(null=True, blank=True)
     hold_minutes = models.PositiveIntegerField(null=True, blank=True)
@@ -110,6 +114,13 @@ class Study(models.Model):
                 & (Q(hold_minutes__isnull=True) | Q(hold_minutes__gt=0)),
                 name="study_hold_times_positive",
             ),
+            models.CheckConstraint(
+                condition=(Q(blocks_per_participant__isnull=True) & Q(judgements_per_block__isnull=True))
+                # isnull spelled out: a check whose value is NULL passes.
+                | (Q(blocks_per_participant__isnull=False, blocks_per_participant__gt=0)
+                   & Q(judgements_per_block__isnull=False, judgements_per_block__gt=0)),
+                name="study_allocation_complete",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -118,6 +129,11 @@ class Study(models.Model):
     @property
     def is_draft(self) -> bool:
         return self.launched_at is None
+
+    @property
+    def allocates(self) -> bool:
+        """Does each participant judge only some blocks (surveys.allocation)?"""
+        return self.blocks_per_participant is not None
 
     @property
     def quality_thresholds(self) -> dict[str, float]:
@@ -362,7 +378,11 @@ class Participant(models.Model):
             ),
             models.CheckConstraint(condition=~Q(external_id=""), name="participant_external_id_set"),
         ]
-        indexes = [models.Index(fields=["study", "status"])]
+        indexes = [
+            models.Index(fields=["study", "status"]),
+            # Holds that lapsed: found by a range scan at each entry of a study that allocates blocks.
+            models.Index(fields=["study", "status", "hold_expires_at"], name="participant_hold_lapse"),
+        ]
 
     def __str__(self) -> str:
         return self.pseudonym
@@ -563,4 +583,63 @@ class Draft(models.Model):
             models.UniqueConstraint(
                 fields=["participant"], condition=Q(visit__isnull=True), name="draft_once_for_final_questions"
             ),
+        ]
+
+
+class BlockTally(models.Model):
+    """How many participants a block is allocated to now (surveys.allocation): held, completed, not released.
+
+    Kept as a counter, updated under the study's lock, so that entry reads and writes a constant number of
+    rows whatever the number of participants."""
+
+    block = models.OneToOneField(Block, on_delete=models.CASCADE, primary_key=True, related_name="tally")
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="block_tallies", db_index=False)
+    allocated = models.PositiveIntegerField(default=0)
+    # A random key, drawn again each time the block is allocated: the order of the blocks that share a count,
+    # so the lowest k come from one index scan and are a uniformly random choice among the ties.
+    shuffle = models.FloatField(default=0)
+
+    class Meta:
+        indexes = [models.Index(fields=["study", "allocated", "shuffle"], name="tally_next_blocks")]
+
+
+class PairTally(models.Model):
+    """How often a pair of a block's responses was allocated (pairwise studies whose blocks hold three or more)."""
+
+    block = models.ForeignKey(Block, on_delete=models.CASCADE, related_name="pair_tallies")
+    first = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="+")
+    second = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="+")
+    allocated = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["block", "first", "second"], name="pair_tally_unique_pair"),
+            models.CheckConstraint(condition=Q(first__lt=F("second")), name="pair_tally_ordered"),
+        ]
+
+
+class BlockAssignment(models.Model):
+    """A block allocated to a participant, held like a place (surveys.allocation).
+
+    ``held`` while the participant is in progress with a live hold, ``completed`` once they finished,
+    ``released`` when they returned, timed out, left or were excluded by the quality rules: the block then
+    goes back to the pool for a later participant."""
+
+    class State(models.TextChoices):
+        HELD = "held", "Held"
+        COMPLETED = "completed", "Completed"
+        RELEASED = "released", "Released"
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="block_assignments", db_index=False)
+    participant = models.ForeignKey(Participant, on_delete=models.CASCADE, related_name="block_assignments",
+                                    db_index=False)
+    block = models.ForeignKey(Block, on_delete=models.CASCADE, related_name="assignments")
+    state = models.CharField(max_length=10, choices=State.choices, default=State.HELD)
+
+    class Meta:
+        indexes = [models.Index(fields=["study", "state"])]
+        constraints = [
+            models.UniqueConstraint(fields=["participant", "block"], name="assignment_block_once"),
+            models.CheckConstraint(condition=Q(state__in=["held", "completed", "released"]),
+                                   name="assignment_state_known"),
         ]

@@ -66,6 +66,10 @@ def places_taken(*, study: Study, excluding: int | None = None) -> int:
     taken = Participant.objects.filter(study=study, is_preview=False).filter(
         Q(status=Participant.Status.COMPLETED) | live_hold(clock.now())
     ).exclude(panel_submissions__releases_place=True)
+    if study.allocates:
+        # Finishers the quality rules excluded released their blocks (surveys.allocation): their place goes
+        # to the newcomer who judges those blocks again.
+        taken = taken.exclude(status=Participant.Status.COMPLETED, block_assignments__state="released")
     if excluding is not None:
         taken = taken.exclude(pk=excluding)
     return taken.count()
@@ -76,7 +80,7 @@ def study_is_full(*, study: Study) -> bool:
     return study.target_completions is not None and places_taken(study=study) >= study.target_completions
 
 
-def _lock_study(study_id: int) -> dict:
+def lock_study(study_id: int) -> dict:
     # NO KEY: the new participant's row already holds a KEY SHARE lock on the study
     # (its foreign key); a plain FOR UPDATE would wait on it and deadlock two newcomers.
     return Study.objects.select_for_update(no_key=True).filter(pk=study_id).values("is_open", "target_completions").get()
@@ -86,11 +90,14 @@ def place_confirm(*, participant: Participant) -> None:
     """Inside the transaction that enrols ``participant``, after its rows are written.
 
     Raises ``StudyClosed`` or ``StudyFull``, which rolls the enrolment back."""
-    study = _lock_study(participant.study_id)
+    study = lock_study(participant.study_id)
     if not study["is_open"]:
         raise StudyClosed(participant.study_id)
     target = study["target_completions"]
-    if target is not None and places_taken(study=participant.study, excluding=participant.pk) >= target:
+    # A study that allocates blocks is full when every block has its r judgements (surveys.allocation decides,
+    # under this lock); its target follows from them.
+    if target is not None and not participant.study.allocates and places_taken(
+            study=participant.study, excluding=participant.pk) >= target:
         raise StudyFull(participant.study_id)
 
 
@@ -110,7 +117,7 @@ def hold_renew(*, participant: Participant) -> bool:
     A live hold is always renewed: it is counted among the places taken, so excluding
     it leaves at least one free."""
     with transaction.atomic():
-        study = _lock_study(participant.study_id)
+        study = lock_study(participant.study_id)
         now = clock.now()
         target = study["target_completions"]
         held = Participant.objects.filter(pk=participant.pk).filter(live_hold(now)).exists()

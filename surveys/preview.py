@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from . import allocation
 from .models import AttentionCheck, Block, BlockVisit, Dimension, FreeTextQuestion, Item, ItemPlacement, Study
 from .selectors import Progress, VisitPage
 from .services import PlannedPage, sequence_plan
@@ -42,8 +43,10 @@ def allocation_preview(*, study: Study, seed: int) -> list[PlannedPage]:
     """The sequence a new participant drawn with ``seed`` would be given now: block order, attention checks
     and each block's response order (who comes first depends on the participants so far: counterbalancing).
 
-    The allocation of k of n blocks extends ``services.sequence_plan``; this shows whatever it decides."""
-    return sequence_plan(study=study, rng=random.Random(seed))
+    In a study that allocates k of n blocks, the blocks are those a newcomer would get now
+    (``allocation.blocks_preview``, which allocates nothing)."""
+    block_ids = allocation.blocks_preview(study=study) if study.allocates else None
+    return sequence_plan(study=study, rng=random.Random(seed), block_ids=block_ids)
 
 
 @dataclass

@@ -18,7 +18,7 @@ from enum import Enum
 from django.db import IntegrityError, transaction
 from django.db.models import Count, F
 
-from . import clock, demographics, drafts, limits
+from . import allocation, clock, demographics, drafts, limits
 from .models import (
     AttentionCheck,
     Block,
@@ -93,6 +93,12 @@ def turn_away_record(*, study: Study) -> None:
 # --- enrolment --------------------------------------------------------------------
 
 
+def study_full(*, study: Study) -> bool:
+    """A quick check without a lock, to turn newcomers away early (enrolment decides, under the lock): the
+    places are taken, or, in a study that allocates blocks, every block has its r judgements."""
+    return allocation.allocation_full(study=study) if study.allocates else study_is_full(study=study)
+
+
 def participant_enroll(
     *,
     study: Study,
@@ -110,37 +116,80 @@ def participant_enroll(
     """
     existing = Participant.objects.filter(study=study, external_id=external_id).first()
     if existing is not None:
+        if study.allocates and not existing.blocks_assigned:
+            _pages_of_allocation(existing)
         return existing
     if not is_preview:
         # Quick checks first, so a full study draws no sequence only to throw it away.
         if not study.is_open:
             raise StudyClosed(study.slug)
-        if study_is_full(study=study):
+        if study_full(study=study):
             raise StudyFull(study.slug)
     seed = secrets.randbits(62) if seed is None else seed
     now = clock.now()
+    fields = dict(
+        study=study,
+        external_id=external_id,
+        pseudonym=pseudonym_for(key=study.pseudonym_key, external_id=external_id),
+        panel_study_id=panel_study_id[: limits.PANEL_VALUE],
+        panel_session_id=panel_session_id[: limits.PANEL_VALUE],
+        is_preview=is_preview,
+        seed=seed,
+        consented_at=now,
+        started_at=now,
+        last_seen_at=now,
+        hold_expires_at=None if is_preview else now + hold_limit(study),
+    )
+    if study.allocates and not is_preview:
+        return _enroll_with_allocation(fields)
     try:
         with transaction.atomic():
-            participant = Participant.objects.create(
-                study=study,
-                external_id=external_id,
-                pseudonym=pseudonym_for(key=study.pseudonym_key, external_id=external_id),
-                panel_study_id=panel_study_id[: limits.PANEL_VALUE],
-                panel_session_id=panel_session_id[: limits.PANEL_VALUE],
-                is_preview=is_preview,
-                seed=seed,
-                consented_at=now,
-                started_at=now,
-                last_seen_at=now,
-                hold_expires_at=None if is_preview else now + hold_limit(study),
-            )
-            _assign_sequence(participant, random.Random(seed))
-            if not is_preview:
-                place_confirm(participant=participant)
+            participant = Participant.objects.create(**fields)
+            rng = random.Random(seed)
+            if study.allocates:  # a preview: the blocks a newcomer would get now, allocating nothing
+                _assign_sequence(participant, rng, block_ids=allocation.blocks_preview(study=study))
+            else:
+                _assign_sequence(participant, rng)
+                if not is_preview:
+                    place_confirm(participant=participant)
     except IntegrityError:
         # The same person consented in two tabs at once: the other request won.
         return Participant.objects.get(study=study, external_id=external_id)
     return participant
+
+
+def _enroll_with_allocation(fields: dict) -> Participant:
+    """Enrolment in a study that allocates blocks, in two steps so that the study's lock is held only while
+    blocks are chosen: the participant and their blocks (under the lock), then their pages (after it)."""
+    # Read before the lock, so that the lock is held for as few queries as possible.
+    release_lapsed = allocation.lapsed_holds_exist(study=fields["study"])
+    try:
+        with transaction.atomic():
+            allocation.commit_without_waiting_for_disk()
+            participant = Participant.objects.create(**fields)
+            place_confirm(participant=participant)
+            block_ids = allocation.blocks_allocate(participant=participant, release_lapsed=release_lapsed)
+    except IntegrityError:
+        return Participant.objects.get(study=fields["study"], external_id=fields["external_id"])
+    try:
+        with transaction.atomic():
+            _assign_sequence(participant, random.Random(participant.seed), block_ids=block_ids)
+    except BaseException:
+        allocation.enrolment_undo(participant_id=participant.pk)
+        raise
+    return participant
+
+
+def _pages_of_allocation(participant: Participant) -> None:
+    """The pages of a participant whose blocks were allocated but whose pages were never written (the
+    process stopped between the two steps of ``_enroll_with_allocation``; or the other tab is writing them)."""
+    block_ids = list(participant.block_assignments.values_list("block_id", flat=True))
+    try:
+        with transaction.atomic():
+            if block_ids and not BlockVisit.objects.filter(participant=participant).exists():
+                _assign_sequence(participant, random.Random(participant.seed), block_ids=block_ids)
+    except IntegrityError:
+        pass  # the other tab wrote them
 
 
 @dataclass(frozen=True)
@@ -152,19 +201,30 @@ class PlannedPage:
     item_ids: list[int] = field(default_factory=list)  # a block's items, position 1 first
 
 
-def sequence_plan(*, study: Study, rng: random.Random) -> list[PlannedPage]:
-    """The sequence a new participant drawn with ``rng`` is given (reads only): the blocks shuffled, the
-    attention checks inserted, each block's responses counterbalanced (``response_orders``).
+def sequence_plan(*, study: Study, rng: random.Random, block_ids: list[int] | None = None,
+                  record_pairs: bool = False) -> list[PlannedPage]:
+    """The sequence a new participant drawn with ``rng`` is given: their blocks (all of the study's, or
+    ``block_ids``) shuffled, the attention checks inserted, each block's responses counterbalanced
+    (``response_orders``); in pairwise blocks of three or more responses, the pair shown
+    (``allocation.pairs_allocate``, counted only with ``record_pairs``).
 
     Enrolment writes it; the researchers' preview shows it and clicks through it without writing anything.
     """
-    blocks = list(Block.objects.filter(study=study).select_related("scenario").order_by("order", "id"))
+    if block_ids is None:
+        blocks = list(Block.objects.filter(study=study).select_related("scenario").order_by("order", "id"))
+    else:  # drawn in order by the seed, whatever order they came in
+        blocks = list(Block.objects.filter(study=study, pk__in=block_ids).select_related("scenario").order_by("id"))
     checks = list(AttentionCheck.objects.filter(study=study).order_by("id"))
     rng.shuffle(blocks)
     pages: list[Block | AttentionCheck] = list(blocks)
     for slot in sorted(_check_slots(len(blocks), len(checks), rng), reverse=True):
         pages.insert(slot, checks.pop())
-    orders = response_orders(study=study, rng=rng)
+    shown = None
+    if study.pairwise_enabled:
+        # Blocks of three or more responses show a pair of them (surveys.allocation).
+        shown = allocation.pairs_allocate(study=study, block_ids=[block.pk for block in blocks], rng=rng,
+                                          record=record_pairs)
+    orders = response_orders(study=study, rng=rng, block_ids=block_ids, shown=shown)
     return [
         PlannedPage(block=page, attention_check=None, item_ids=orders[page.pk]) if isinstance(page, Block)
         else PlannedPage(block=None, attention_check=page)
@@ -172,8 +232,10 @@ def sequence_plan(*, study: Study, rng: random.Random) -> list[PlannedPage]:
     ]
 
 
-def _assign_sequence(participant: Participant, rng: random.Random) -> None:
-    plan = sequence_plan(study=participant.study, rng=rng)
+def _assign_sequence(participant: Participant, rng: random.Random, block_ids: list[int] | None = None) -> None:
+    """Write the participant's pages (``sequence_plan``): their blocks (all, or ``block_ids``) and checks."""
+    plan = sequence_plan(study=participant.study, rng=rng, block_ids=block_ids,
+                         record_pairs=not participant.is_preview)
     visits = BlockVisit.objects.bulk_create(
         BlockVisit(participant=participant, sequence=i, block=page.block, attention_check=page.attention_check)
         for i, page in enumerate(plan, start=1)
@@ -200,27 +262,30 @@ def _check_slots(n_blocks: int, n_checks: int, rng: random.Random) -> list[int]:
     return [rng.randint(1, max(n_blocks, 1)) for _ in range(n_checks)]
 
 
-def response_orders(*, study: Study, rng: random.Random) -> dict[int, list[int]]:
-    """The display order of every block's items for a new participant.
+def response_orders(
+    *, study: Study, rng: random.Random, block_ids: list[int] | None = None, shown: dict[int, list[int]] | None = None
+) -> dict[int, list[int]]:
+    """The display order of every block's items for a new participant (of ``block_ids`` only, when given;
+    of the items in ``shown`` only, for the blocks it names).
 
     Each block's order is a rotation of a fixed base permutation (a cyclic
     Latin square), so over participants each item appears in each position
     equally often. A rotation is identified by the item it puts first, so the
     least-used rotation comes from one aggregate query over first positions.
     """
+    items = Item.objects.filter(study=study)
+    if block_ids is not None:
+        items = items.filter(block_id__in=block_ids)
     items_by_block: dict[int, list[int]] = {}
-    for item_id, block_id in Item.objects.filter(study=study).order_by("option", "id").values_list("id", "block_id"):
+    for item_id, block_id in items.order_by("option", "id").values_list("id", "block_id"):
         items_by_block.setdefault(block_id, []).append(item_id)
-    first_counts = Counter(
-        dict(
-            ItemPlacement.objects.filter(
-                visit__participant__study=study, visit__participant__is_preview=False, position=1
-            )
-            .values_list("item_id")
-            .annotate(n=Count("id"))
-            .values_list("item_id", "n")
-        )
-    )
+    for block_id, pair in (shown or {}).items():
+        items_by_block[block_id] = [item_id for item_id in items_by_block[block_id] if item_id in pair]
+    firsts = ItemPlacement.objects.filter(visit__participant__study=study, visit__participant__is_preview=False, position=1)
+    if block_ids is not None:
+        # Only the items this participant is shown: the count stays small whatever the study's size.
+        firsts = firsts.filter(item_id__in=[i for ids in items_by_block.values() for i in ids])
+    first_counts = Counter(dict(firsts.values_list("item_id").annotate(n=Count("id")).values_list("item_id", "n")))
     orders = {}
     for block_id, item_ids in items_by_block.items():
         base = _base_permutation(study, block_id, item_ids)
@@ -368,6 +433,7 @@ def participant_complete(*, participant_id: int) -> Participant:
         participant.last_seen_at = now
         participant.completion_code = participant.study.completion_code
         participant.save(update_fields=["status", "finished_at", "last_seen_at", "completion_code"])
+        allocation.assignments_complete(participant_id=participant.pk)
     return participant
 
 
@@ -396,9 +462,12 @@ def _required_unanswered(participant: Participant, *, study_level_answered: set[
 
 
 def participant_exit(*, participant_id: int) -> None:
-    """Leaving early: the answers so far stay, finished_at stays empty; drafts go (never submitted)."""
+    """Leaving early: the answers so far stay, finished_at stays empty; drafts go (never submitted), and the
+    blocks allocated to them go back to the pool."""
     with transaction.atomic():
-        Participant.objects.filter(pk=participant_id, status=Participant.Status.IN_PROGRESS).update(
+        left = Participant.objects.filter(pk=participant_id, status=Participant.Status.IN_PROGRESS).update(
             status=Participant.Status.EXITED, last_seen_at=clock.now()
         )
         drafts.drafts_discard_all(participant_id=participant_id)
+        if left:
+            allocation.assignments_release(participant_id=participant_id)

@@ -268,7 +268,7 @@ def _closed_notice(study: Study) -> HttpResponse:
 def _refuse_newcomer(request: HttpRequest, study: Study) -> HttpResponse | None:
     if not study.is_open:
         return _closed_notice(study)
-    if places.study_is_full(study=study):
+    if services.study_full(study=study):
         services.turn_away_record(study=study)
         return _notice(study.slug, "full")
     return None

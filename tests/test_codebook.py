@@ -28,7 +28,8 @@ QUALITY_TABLES = {"filter_flow": quality.FILTER_FLOW_COLUMNS,
 EXPORT_FILES = {"participants.csv": exports.PARTICIPANT_EXPORT_COLUMNS_BEFORE + exports.PARTICIPANT_EXPORT_COLUMNS_AFTER,
                 "ratings.csv": [*exports.RATINGS_EXPORT_COLUMNS, "dimension"],
                 "free_text.csv": exports.FREE_TEXT_COLUMNS, "choices.csv": exports.CHOICE_EXPORT_COLUMNS,
-                "pairwise.csv": exports.PAIRWISE_EXPORT_COLUMNS, "scenarios.csv": exports.SCENARIO_EXPORT_COLUMNS}
+                "pairwise.csv": exports.PAIRWISE_EXPORT_COLUMNS, "scenarios.csv": exports.SCENARIO_EXPORT_COLUMNS,
+                "coverage.csv": exports.COVERAGE_COLUMNS}
 
 
 def declared_columns(analysis: registry.Analysis) -> list[str]:

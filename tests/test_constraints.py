@@ -12,8 +12,8 @@ from analysis.models import (
     AnalysisRun, EmbeddingCache, GoldScore, MetricsRun, MetricsTable, ParticipantResult, ResultTable,
 )
 from surveys.models import (
-    AttentionCheck, Block, BlockVisit, Condition, ConsentDecline, DemographicQuestion, Dimension, Draft, FreeTextAnswer,
-    FreeTextQuestion, Item, ItemPlacement, Participant, RaterLink, Rating, Scenario, Study, System, TurnAway,
+    AttentionCheck, Block, BlockAssignment, BlockTally, BlockVisit, Condition, ConsentDecline, DemographicQuestion, Dimension, Draft, FreeTextAnswer,
+    FreeTextQuestion, Item, ItemPlacement, PairTally, Participant, RaterLink, Rating, Scenario, Study, System, TurnAway,
 )
 
 NOW = timezone.now()
@@ -109,6 +109,15 @@ BAD_ROWS = {
                                        for v in [_visit(s)] for _ in range(2)],
     "draft_once_for_final_questions": lambda s: [Draft.objects.create(participant=p, fields={}, saved_at=NOW)
                                                  for p in [_participant(s)] for _ in range(2)],
+    "study_allocation_complete": lambda s: Study.objects.filter(pk=s.pk).update(blocks_per_participant=3),
+    "pair_tally_unique_pair": lambda s: [PairTally.objects.create(block=b, first=i, second=j) for b in [s.blocks.first()]
+                                         for i, j in [list(b.items.order_by("pk")[:2])] for _ in range(2)],
+    "pair_tally_ordered": lambda s: [PairTally.objects.create(block=b, first=j, second=i) for b in [s.blocks.first()]
+                                     for i, j in [list(b.items.order_by("pk")[:2])]],
+    "assignment_block_once": lambda s: [BlockAssignment.objects.create(study=s, participant=p, block=s.blocks.first())
+                                        for p in [_participant(s)] for _ in range(2)],
+    "assignment_state_known": lambda s: BlockAssignment.objects.create(study=s, participant=_participant(s),
+                                                                       block=s.blocks.first(), state="lost"),
     "run_status_known": lambda s: AnalysisRun.objects.create(study=s, status="paused"),
     "run_done_has_finish_time": lambda s: AnalysisRun.objects.create(study=s, status="done"),
     "run_done_has_no_pending_table": lambda s: AnalysisRun.objects.create(

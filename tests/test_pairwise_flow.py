@@ -174,13 +174,12 @@ def _definition(**changes) -> dict:
     return {**read_definition_file(FIXTURE), **changes}
 
 
-def test_a_pairwise_block_needs_exactly_two_responses():
+def test_a_pairwise_block_of_three_responses_is_accepted_and_shows_two_of_them():
+    """Pairs drawn among a block's responses (surveys.allocation; tests/test_allocation.py draws them)."""
     data = _definition()
     data["blocks"] = [dict(data["blocks"][0], responses=data["blocks"][0]["responses"][:1] * 1
-                           + [dict(r, id=f"{r['id']}-x", option=9) for r in data["blocks"][1]["responses"]])]
-    with pytest.raises(DefinitionError, match=r"blocks\[0\]\.responses: a pairwise block shows exactly two "
-                                              r"responses, not 3"):
-        parse_definition(data)
+                           + [dict(r, id=f"{r['id']}-x", option=9 + k) for k, r in enumerate(data["blocks"][1]["responses"])])]
+    assert len(parse_definition(data).blocks[0].responses) == 3
 
 
 @pytest.mark.parametrize("mode", ["ranking", "best_worst"])

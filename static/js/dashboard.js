@@ -58,8 +58,33 @@
         height: Math.max(300, items.length * 9 + 80), margin: { t: 40, l: 70 } }, cfg);
   }
 
+  // Coverage tables (studies that allocate blocks): rebuilt from the snapshot's rows.
+  function fillRows(id, rows, cells) {
+    var body = document.querySelector("#" + id + " tbody");
+    if (!body || !rows) { return; }
+    body.replaceChildren.apply(body, rows.map(function (row) {
+      var tr = document.createElement("tr");
+      cells(row).forEach(function (value) {
+        var td = document.createElement("td");
+        td.textContent = value == null ? "–" : String(value);
+        tr.appendChild(td);
+      });
+      return tr;
+    }));
+  }
+
+  function drawCoverage(data) {
+    var cov = data.coverage;
+    if (!cov || !cov.judgements_per_block) { return; }
+    fillRows("coverage-levels", cov.levels, function (l) { return [l.judged, l.blocks]; });
+    if (cov.gaps.length) {
+      fillRows("coverage-gaps", cov.gaps, function (g) { return [g.block_id, g.scenario, g.judged, g.allocated, g.missing]; });
+    }
+  }
+
   function render(data) {
     updateFields(data);
+    drawCoverage(data);
     drawCharts(data);
     if (data.run_html !== undefined) { document.getElementById("run-status").innerHTML = data.run_html; }
     document.getElementById("updated-at").textContent = "Updated " + new Date().toLocaleTimeString();

@@ -47,7 +47,8 @@ class PairwiseType(QuestionType):
     definition_fields = {"pairwise": (bool, facing(
         False, description="pairwise preference: each block shows two responses side by side and asks "
         "which is better: the left, the right, a tie, or both bad (as Chatbot Arena and ACUTE-Eval run it); "
-        "every block then has exactly two responses. A per-block free_text question serves as the reason",
+        "a block of three or more responses shows two of them to each participant, drawn among its least-shown "
+        "pairs. A per-block free_text question serves as the reason",
     ))}
     export_columns = {PAIRWISE_FILE: PAIRWISE_COLUMNS}
     codebook = {PAIRWISE_FILE: _CODEBOOK}
@@ -58,9 +59,9 @@ class PairwiseType(QuestionType):
     def definition_problems(self, definition) -> list[str]:
         if not definition.pairwise:
             return []
-        problems = [f"blocks[{i}].responses: a pairwise block shows exactly two responses, not {len(b.responses)}"
-                    for i, b in enumerate(definition.blocks) if len(b.responses) != 2]
-        return problems + [f"{mode}: a pairwise study already asks which of the two responses is better; {mode} "
+        # A block of three or more responses (systems) shows two of them at a time: the pair is drawn for each
+        # participant among the block's least-shown pairs (surveys.allocation).
+        return [f"{mode}: a pairwise study already asks which of the two responses is better; {mode} "
                            "would ask it again" for mode in ("ranking", "best_worst") if getattr(definition, mode)]
 
     def in_study(self, study) -> bool:

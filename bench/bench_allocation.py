@@ -1,0 +1,224 @@
+"""Entry with allocation and the dashboard at issue 25's size, on PostgreSQL.
+
+The study: 2,000 prompts x 4 systems, each prompt in 4 blocks of two systems (the cyclic pairs AB, BC, CD,
+DA: 8,000 blocks of 2 responses), ``allocation: {blocks_per_participant: 20, judgements_per_block: 5}``,
+so the target is 5 x 8,000 / 20 = 2,000 participants. It is built from a generated outputs file by the
+tests' helper (``tests/support/generated_outputs.py``) and loaded with ``study_load``.
+
+Then 2,000 entries (``services.participant_enroll``: the participant, their allocation under the study's
+lock, their pages and counterbalanced responses) run 20 at a time, in 20 processes (as gunicorn workers
+would), each with its own connection. A watcher samples the spread of the block counters all along.
+Finally every visit is marked answered and the dashboard (page and JSON) is timed as a researcher gets it.
+
+Targets (issue 25): entry p95 <= 100 ms at 20 concurrent entries; block counts within 1 after 2,000
+entries run 20 at a time; dashboard <= 1 s. Each gets a PASS/FAIL line, with the load average.
+
+Usage::
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/hev_allocation .venv/bin/python bench/bench_allocation.py
+    ... bench/bench_allocation.py --prompts 200 --participants 200     # smaller (k and r as above)
+
+The database is the benchmark's own: its study ``bench-allocation`` is replaced on every run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import statistics
+import sys
+import threading
+import time
+from collections import Counter
+from itertools import combinations
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+
+SLUG = "bench-allocation"
+K, R = 20, 5
+CONCURRENT = 20  # --concurrent
+USER = "bench-researcher"
+
+
+def setup_django() -> None:
+    import django
+
+    django.setup()
+
+
+def prepare(prompts: int) -> dict[str, float]:
+    from django.core.management import call_command
+
+    from surveys.definition import parse_definition
+    from surveys.loader import study_load
+    from surveys.models import Block, Item, Participant, Study
+    from tests.support.generated_outputs import definition_from_outputs, outputs_rows
+
+    call_command("migrate", verbosity=0)
+    # Pages, then items and blocks first: they refer to the study's systems and scenarios (protected).
+    for model in (Participant, Item, Block, Study):
+        model.objects.filter(**({"slug": SLUG} if model is Study else {"study__slug": SLUG})).delete()
+    started = time.perf_counter()
+    definition = definition_from_outputs(outputs_rows(prompts), slug=SLUG, blocks_per_prompt=4,
+                                         allocation={"blocks_per_participant": K, "judgements_per_block": R})
+    built = time.perf_counter()
+    study = study_load(definition=parse_definition(definition)).study
+    loaded = time.perf_counter()
+    return {"build_s": built - started, "load_s": loaded - built, "blocks": study.blocks.count(),
+            "target": study.target_completions}
+
+
+def _enter(args: tuple[int, int, int, multiprocessing.Barrier]) -> list[float]:
+    """One process: ``count`` entries, one after another; the seconds each took."""
+    worker, count, study_id, barrier = args
+    setup_django()
+    from surveys import services
+    from surveys.models import Study
+
+    study = Study.objects.get(pk=study_id)
+    barrier.wait()
+    seconds = []
+    for i in range(count):
+        started = time.perf_counter()
+        services.participant_enroll(study=study, external_id=f"{worker:04x}{i:020x}", seed=worker * 100_000 + i)
+        seconds.append(time.perf_counter() - started)
+    return seconds
+
+
+def _spread() -> int:
+    from django.db.models import Max, Min
+
+    from surveys.models import BlockTally
+
+    bounds = BlockTally.objects.filter(study__slug=SLUG).aggregate(low=Min("allocated"), high=Max("allocated"))
+    return bounds["high"] - bounds["low"]
+
+
+def run_entries(participants: int) -> dict:
+    from django.db import connection
+
+    from surveys.models import Study
+
+    study_id = Study.objects.get(slug=SLUG).pk
+    connection.close()  # the children open their own
+    per_worker = [participants // CONCURRENT + (w < participants % CONCURRENT) for w in range(CONCURRENT)]
+    manager = multiprocessing.Manager()
+    barrier = manager.Barrier(CONCURRENT)
+    spreads: list[int] = []
+    stop = threading.Event()
+
+    def watch() -> None:  # the spread of the counters while entries run
+        while not stop.is_set():
+            spreads.append(_spread())
+            stop.wait(0.2)
+        connection.close()
+
+    watcher = threading.Thread(target=watch)
+    started = time.perf_counter()
+    with multiprocessing.get_context("fork").Pool(CONCURRENT) as pool:
+        watcher.start()
+        results = pool.map(_enter, [(w, n, study_id, barrier) for w, n in enumerate(per_worker)])
+    elapsed = time.perf_counter() - started
+    stop.set()
+    watcher.join()
+    seconds = sorted(s for worker in results for s in worker)
+    return {"n": len(seconds), "elapsed_s": elapsed, "p50_ms": 1000 * statistics.median(seconds),
+            "p95_ms": 1000 * seconds[int(0.95 * (len(seconds) - 1))], "max_ms": 1000 * seconds[-1],
+            "spreads": spreads, "final_spread": _spread()}
+
+
+def check_counts() -> dict:
+    """Counts from the stored visits (not the counters), and how evenly blocks meet."""
+    from surveys.models import BlockTally, BlockVisit
+
+    visits = list(BlockVisit.objects.filter(participant__study__slug=SLUG, block__isnull=False)
+                  .values_list("participant_id", "block_id"))
+    per_block = Counter(block for _, block in visits)
+    blocks = dict(BlockTally.objects.filter(study__slug=SLUG).values_list("block_id", "allocated"))
+    by_person: dict[int, list[int]] = {}
+    for person, block in visits:
+        by_person.setdefault(person, []).append(block)
+    together = Counter(pair for chosen in by_person.values() for pair in combinations(sorted(chosen), 2))
+    counts = [per_block.get(block, 0) for block in blocks]
+    return {"min": min(counts), "max": max(counts), "counters_agree": all(per_block.get(b, 0) == n for b, n in blocks.items()),
+            "pairs_met": len(together), "max_times_a_pair_met": max(together.values(), default=0)}
+
+
+def time_dashboard(repeats: int = 3) -> dict:
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+    from django.utils import timezone
+
+    from surveys.models import BlockAssignment, BlockVisit, Participant, Study
+
+    now = timezone.now()
+    study = Study.objects.get(slug=SLUG)
+    # Everyone answered and finished: the dashboard then reads every visit.
+    BlockVisit.objects.filter(participant__study=study).update(shown_at=now, submitted_at=now)
+    Participant.objects.filter(study=study).update(status="completed", finished_at=now, demographics_done=True)
+    BlockAssignment.objects.filter(study=study).update(state="completed")
+    user, _ = get_user_model().objects.get_or_create(username=USER, defaults={"is_staff": True})
+    study.owners.add(user)
+    client = Client()
+    client.force_login(user)
+    page, data = [], []
+    client.get(f"/studies/{SLUG}/")  # a server process is long-running: templates compiled, connection open
+    for _ in range(repeats):
+        started = time.perf_counter()
+        assert client.get(f"/studies/{SLUG}/").status_code == 200
+        page.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        response = client.get(f"/studies/{SLUG}/dashboard.json")
+        data.append(time.perf_counter() - started)
+    coverage = response.json()["coverage"]
+    return {"page_s": min(page), "json_s": min(data), "page_worst_s": max(page), "json_worst_s": max(data),
+            "complete": coverage["complete"], "blocks": coverage["blocks"]}
+
+
+def verdict(ok: bool) -> str:
+    return "PASS" if ok else "FAIL"
+
+
+def main() -> None:
+    global CONCURRENT
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--prompts", type=int, default=2000)
+    parser.add_argument("--participants", type=int, default=None, help="default: the target (R x blocks / K)")
+    parser.add_argument("--concurrent", type=int, default=CONCURRENT, help="entries at a time (the target is at 20)")
+    args = parser.parse_args()
+    CONCURRENT = args.concurrent
+    if not os.environ.get("DATABASE_URL", "").startswith("postgres"):
+        sys.exit("Set DATABASE_URL to a PostgreSQL database (the targets are PostgreSQL's).")
+    setup_django()
+    print(f"load average at start: {os.getloadavg()[0]:.2f}")
+    built = prepare(args.prompts)
+    print(f"study: {built['blocks']} blocks, k={K}, r={R}, target {built['target']}; definition built in "
+          f"{built['build_s']:.2f} s, loaded in {built['load_s']:.2f} s")
+    participants = args.participants or built["target"]
+    entries = run_entries(participants)
+    print(f"entries: {entries['n']} in {entries['elapsed_s']:.1f} s, {CONCURRENT} at a time; p50 {entries['p50_ms']:.0f} ms, "
+          f"p95 {entries['p95_ms']:.0f} ms, max {entries['max_ms']:.0f} ms (load average {os.getloadavg()[0]:.2f})")
+    print(f"counter spread while running: max {max(entries['spreads'], default=0)} over {len(entries['spreads'])} samples; "
+          f"after: {entries['final_spread']}")
+    counts = check_counts()
+    print(f"judgements per block from the stored visits: {counts['min']}-{counts['max']}; counters agree: "
+          f"{counts['counters_agree']}; {counts['pairs_met']:,} pairs of blocks met, none more than "
+          f"{counts['max_times_a_pair_met']} times")
+    dashboard = time_dashboard()
+    print(f"dashboard: page {dashboard['page_s']:.2f} s (worst {dashboard['page_worst_s']:.2f}), JSON "
+          f"{dashboard['json_s']:.2f} s (worst {dashboard['json_worst_s']:.2f}); {dashboard['complete']} of "
+          f"{dashboard['blocks']} blocks complete")
+    if CONCURRENT != 20:
+        print(f"(entries ran {CONCURRENT} at a time: the entry target is at 20)")
+    print(f"{verdict(entries['p95_ms'] <= 100 and CONCURRENT >= 20)}: entry p95 {entries['p95_ms']:.0f} ms <= 100 ms at {CONCURRENT} concurrent")
+    within = counts["max"] - counts["min"] <= 1 and max(entries["spreads"], default=0) <= 1 and counts["counters_agree"]
+    print(f"{verdict(within)}: block counts within 1 while running and after {entries['n']} entries")
+    print(f"{verdict(dashboard['page_worst_s'] <= 1 and dashboard['json_worst_s'] <= 1)}: dashboard <= 1 s")
+
+
+if __name__ == "__main__":
+    main()

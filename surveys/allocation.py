@@ -1,0 +1,247 @@
+"""Allocation: which blocks a new participant judges, when each judges k of them until every block has r.
+
+A study's ``allocation`` is ``"all"`` (everyone judges every block, the default) or
+``{blocks_per_participant: k, judgements_per_block: r}``. Then:
+
+- Each block has a counter row (``BlockTally``): the participants it is allocated to now (holding it or
+  completed, not released). A newcomer is given the k blocks with the lowest counts (ties drawn at random),
+  never one that already has r. Taking the lowest first keeps every count within 1 of the others (when
+  fewer than k blocks share the lowest count, all of them are taken, and the rest come from the next
+  level), and drawing ties at random makes every pair of blocks equally likely to be judged together,
+  so co-occurrence is even in expectation.
+- The choice is made under the study's lock (``surveys.places``, taken by the enrolment), in a constant
+  number of queries whatever the number of blocks and participants: the counters are read in one query,
+  incremented in one, and the participant's ``BlockAssignment`` rows inserted in one.
+- Assignments are held like places. A participant who leaves early, whose Prolific submission is returned,
+  timed out or rejected, whose hold lapsed, or whom the quality rules exclude, releases their blocks: the
+  counters go down and the next newcomers are given them. Lapsed holds are released by the next entry (a
+  lapse is an instant, not an event); the rest by ``allocation_reconcile`` (after a Prolific sync or an
+  analysis run's quality rules) and by ``assignments_release`` (leaving early). A participant who finishes
+  after their blocks were released claims them again (their answers count): a block can then end with
+  r + 1 judgements.
+- Pairwise studies whose blocks hold three or more responses show two of them at a time: the pair is drawn
+  uniformly among the block's least-allocated pairs (``PairTally``), never from the answers given so far,
+  which would bias a Bradley-Terry fit (as Chatbot Arena found).
+
+When r x blocks is not a multiple of k, the target is rounded up and the last participants are given
+fewer than k blocks (the blocks still short of r) rather than push blocks past r.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from itertools import combinations
+
+from django.db import connection, transaction
+from django.db.models import Case, Count, F, IntegerField, OuterRef, Q, Subquery, Value, When
+from django.db.models.functions import Coalesce, Random
+
+from . import clock
+from .models import Block, BlockAssignment, BlockTally, Item, PairTally, Participant, Study
+from .places import StudyFull, lock_study
+
+State = BlockAssignment.State
+# The quality rules that exclude a participant for how they answered (analysis.quality); "incomplete" is not
+# one: someone still in progress is incomplete, and leaving or timing out releases blocks by itself.
+QUALITY_EXCLUSIONS = ("attention", "duration", "speed", "straightlining")
+
+
+# ----------------------------------------------------------------------- setup
+
+
+def tallies_create(*, study: Study) -> None:
+    """Fresh counters for the study's blocks (at load, before anyone took part) and, for pairwise blocks of
+    three or more responses, for their pairs."""
+    BlockTally.objects.filter(study=study).delete()
+    PairTally.objects.filter(block__study=study).delete()
+    if study.allocates:
+        # Random keys from the start: the first participants are not given neighbouring blocks (often the
+        # same prompt's) together.
+        rng = random.Random()
+        BlockTally.objects.bulk_create(
+            BlockTally(block_id=block_id, study=study, shuffle=rng.random())
+            for block_id in Block.objects.filter(study=study).values_list("pk", flat=True)
+        )
+    if study.pairwise_enabled:
+        items: dict[int, list[int]] = {}
+        for item_id, block_id in Item.objects.filter(study=study).order_by("pk").values_list("pk", "block_id"):
+            items.setdefault(block_id, []).append(item_id)
+        PairTally.objects.bulk_create(
+            PairTally(block_id=block_id, first_id=a, second_id=b)
+            for block_id, ids in items.items() if len(ids) > 2 for a, b in combinations(ids, 2)
+        )
+
+
+# ----------------------------------------------------------------------- entry
+
+
+def blocks_allocate(*, participant: Participant, release_lapsed: bool = True) -> list[int]:
+    """The blocks ``participant`` (just created, not a preview) judges; writes their assignments.
+
+    Call inside the enrolment's transaction, holding the study's lock. ``release_lapsed``: first give back
+    the blocks of lapsed holds (``lapsed_holds_exist`` tells, before the lock; a hold that lapses in between
+    is released by the next entry). Raises ``StudyFull`` when every block already has its r judgements
+    (which rolls the enrolment back)."""
+    study = participant.study
+    if release_lapsed:
+        _release_lapsed_holds(study)
+    chosen = _next_blocks(study)
+    if not chosen:
+        raise StudyFull(study.slug)
+    # A fresh random key places each block at random among those it now shares a count with.
+    BlockTally.objects.filter(block_id__in=chosen).update(allocated=F("allocated") + 1, shuffle=Random())
+    BlockAssignment.objects.bulk_create(
+        BlockAssignment(study=study, participant=participant, block_id=block_id) for block_id in chosen
+    )
+    return chosen
+
+
+def commit_without_waiting_for_disk() -> None:
+    """Inside the enrolment's first transaction (PostgreSQL): its commit releases the study's lock without
+    waiting for the disk, so newcomers queue behind the choice of blocks only, not behind a disk flush.
+
+    Nothing durable is given up: the participant's pages are written right after by a transaction that
+    commits normally, and its flush writes this one's log too (the log is written in order), before the
+    participant is shown anything."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL synchronous_commit TO OFF")
+
+
+def _next_blocks(study: Study) -> list[int]:
+    """The k blocks with the lowest counts below r, ties in random order: one scan of k index entries."""
+    return list(
+        BlockTally.objects.filter(study=study, allocated__lt=study.judgements_per_block)
+        .order_by("allocated", "shuffle")
+        .values_list("block_id", flat=True)[: study.blocks_per_participant]
+    )
+
+
+def blocks_preview(*, study: Study) -> list[int]:
+    """The blocks a newcomer would be given now (the researcher's preview); writes nothing."""
+    return _next_blocks(study)
+
+
+def lapsed_holds_exist(*, study: Study) -> bool:
+    return _lapsed_holds(study).exists()
+
+
+def allocation_full(*, study: Study) -> bool:
+    """A quick check without the lock, to turn newcomers away early: every block has its r, and no lapsed
+    hold would give one back. ``blocks_allocate`` decides."""
+    return not BlockTally.objects.filter(study=study, allocated__lt=study.judgements_per_block).exists() and not (
+        _lapsed_holds(study).exists())
+
+
+def pairs_allocate(*, study: Study, block_ids: list[int], rng: random.Random, record: bool) -> dict[int, list[int]]:
+    """For pairwise blocks of three or more responses among ``block_ids``: the two items to show, drawn
+    uniformly among the block's least-allocated pairs. ``record``: count the pairs (not for previews)."""
+    tallies: dict[int, list[PairTally]] = {}
+    for tally in PairTally.objects.filter(block_id__in=block_ids).order_by("pk"):
+        tallies.setdefault(tally.block_id, []).append(tally)
+    chosen: dict[int, PairTally] = {}
+    for block_id, pairs in tallies.items():
+        least = min(pair.allocated for pair in pairs)
+        chosen[block_id] = rng.choice([pair for pair in pairs if pair.allocated == least])
+    if record and chosen:
+        PairTally.objects.filter(pk__in=[pair.pk for pair in chosen.values()]).update(allocated=F("allocated") + 1)
+    return {block_id: [pair.first_id, pair.second_id] for block_id, pair in chosen.items()}
+
+
+def _lapsed_holds(study: Study):
+    lapsed = Participant.objects.filter(study=study, status=Participant.Status.IN_PROGRESS, hold_expires_at__lte=clock.now())
+    return BlockAssignment.objects.filter(participant__in=lapsed.values("pk"), state=State.HELD)
+
+
+def _release_lapsed_holds(study: Study) -> None:
+    """Blocks of participants whose hold lapsed go back to the pool (a constant number of queries; the
+    lapsed are found by a range scan of an index)."""
+    lapsed = list(_lapsed_holds(study).values_list("pk", "block_id"))
+    if lapsed:
+        BlockAssignment.objects.filter(pk__in=[pk for pk, _ in lapsed]).update(state=State.RELEASED)
+        _tallies_add(Counter(block_id for _, block_id in lapsed), sign=-1)
+
+
+def enrolment_undo(*, participant_id: int) -> None:
+    """An enrolment whose pages could not be written: its blocks go back, the participant goes."""
+    with transaction.atomic():
+        assignments_release(participant_id=participant_id)
+        Participant.objects.filter(pk=participant_id).delete()
+
+
+def _tallies_add(by_block: Counter, *, sign: int) -> None:
+    """Add ``sign`` x the count of each block to its counter, in one query."""
+    if not by_block:
+        return
+    change = Case(*(When(block_id=block_id, then=Value(sign * n)) for block_id, n in by_block.items()),
+                  output_field=IntegerField())
+    BlockTally.objects.filter(block_id__in=list(by_block)).update(allocated=F("allocated") + change)
+
+
+# ----------------------------------------------------------------------- later
+
+
+def assignments_complete(*, participant_id: int) -> None:
+    """A finisher's blocks count as judged; blocks released while they were away are claimed again."""
+    rows = list(BlockAssignment.objects.filter(participant_id=participant_id).values_list("block_id", "state", "study_id"))
+    if not rows:  # a study where everyone judges every block
+        return
+    _lock_for_counters(rows[0][2])
+    states = {block_id: state for block_id, state, _ in rows}
+    BlockAssignment.objects.filter(participant_id=participant_id).exclude(state=State.COMPLETED).update(state=State.COMPLETED)
+    _tallies_add(Counter(block_id for block_id, state in states.items() if state == State.RELEASED), sign=+1)
+
+
+def assignments_release(*, participant_id: int) -> None:
+    """The participant left: their blocks go back to the pool."""
+    rows = list(BlockAssignment.objects.filter(participant_id=participant_id).values_list("block_id", "state", "study_id"))
+    if not rows:
+        return
+    _lock_for_counters(rows[0][2])
+    states = {block_id: state for block_id, state, _ in rows}
+    BlockAssignment.objects.filter(participant_id=participant_id).update(state=State.RELEASED)
+    _tallies_add(Counter(block_id for block_id, state in states.items() if state != State.RELEASED), sign=-1)
+
+
+def _lock_for_counters(study_id: int) -> None:
+    # Counters are only changed under the study's lock: two transactions updating overlapping sets of
+    # counter rows in different orders could otherwise deadlock.
+    lock_study(study_id)
+
+
+def released_participants(study: Study) -> Q:
+    """Participants of ``study`` who hold no block: left early, hold lapsed, returned / timed out / rejected on
+    the panel, or excluded by the quality rules of the latest analysis run (other than for being incomplete:
+    someone still in progress is not excluded by it)."""
+    latest_run = study.analysis_runs.filter(participant_results__isnull=False).order_by("-pk").values("pk")[:1]
+    return (
+        Q(status=Participant.Status.EXITED)
+        | Q(status=Participant.Status.IN_PROGRESS, hold_expires_at__lte=clock.now())
+        | Q(panel_submissions__releases_place=True)
+        | Q(results__run_id=Subquery(latest_run), results__excluded_by__in=QUALITY_EXCLUSIONS)
+    )
+
+
+def allocation_reconcile(*, study: Study) -> None:
+    """Set every assignment's state from the facts (exits, lapsed holds, panel submissions, the latest
+    quality rules), and every counter from the assignments. Idempotent; takes the study's lock, as entry does.
+
+    Run after a Prolific sync and after an analysis run's quality rules; its cost grows with the study, so
+    entry does not run it."""
+    if not study.allocates:
+        return
+    with transaction.atomic():
+        lock_study(study.pk)
+        released = Participant.objects.filter(study=study).filter(released_participants(study)).values("pk")
+        assignments = BlockAssignment.objects.filter(study=study)
+        assignments.filter(participant__in=released).exclude(state=State.RELEASED).update(state=State.RELEASED)
+        kept = assignments.exclude(participant__in=released)
+        kept.filter(participant__status=Participant.Status.COMPLETED).exclude(state=State.COMPLETED).update(
+            state=State.COMPLETED)
+        kept.filter(participant__status=Participant.Status.IN_PROGRESS).exclude(state=State.HELD).update(state=State.HELD)
+        live = (
+            BlockAssignment.objects.filter(block_id=OuterRef("block_id")).exclude(state=State.RELEASED)
+            .order_by().values("block_id").annotate(n=Count("pk")).values("n")
+        )
+        BlockTally.objects.filter(study=study).update(allocated=Coalesce(Subquery(live), 0))

@@ -1,0 +1,67 @@
+"""Reads of coverage: how many judgements each block has against the r it needs (surveys.allocation).
+
+A judgement is a submitted block of a participant who still holds it (not released by leaving, timing out,
+a returned or rejected panel submission, or the quality rules). Each function is a fixed number of queries,
+whatever the number of blocks and participants; the dashboard, ``coverage.csv`` and the API read them.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from django.db.models import Count, Exists, OuterRef
+
+from .models import Block, BlockAssignment, BlockTally, BlockVisit, Study
+
+COVERAGE_COLUMNS = ["block_id", "scenario", "judgements_per_block", "judged", "allocated", "missing", "complete"]
+#: The blocks furthest from r that the dashboard lists.
+GAPS_LISTED = 10
+
+
+def block_coverage_rows(study: Study) -> list[dict[str, Any]]:
+    """One row per block, in the definition's order (``COVERAGE_COLUMNS``).
+
+    ``allocated``: participants the block is allocated to now (holding it or done); blank when everyone judges
+    every block. ``judgements_per_block`` (r) is blank then too, and so are ``missing`` and ``complete``."""
+    r = study.judgements_per_block
+    released = BlockAssignment.objects.filter(
+        participant_id=OuterRef("participant_id"), block_id=OuterRef("block_id"), state=BlockAssignment.State.RELEASED
+    )
+    judged = dict(
+        BlockVisit.objects.filter(participant__study=study, participant__is_preview=False, block__isnull=False,
+                                  submitted_at__isnull=False)
+        .filter(~Exists(released))
+        .values_list("block_id").annotate(n=Count("pk")).order_by().values_list("block_id", "n")
+    )
+    allocated = dict(BlockTally.objects.filter(study=study).values_list("block_id", "allocated")) if r else {}
+    rows = []
+    for block_id, key, scenario in Block.objects.filter(study=study).order_by("order", "pk").values_list(
+            "pk", "key", "scenario__key"):
+        n = judged.get(block_id, 0)
+        rows.append({
+            "block_id": key, "scenario": scenario, "judgements_per_block": r, "judged": n,
+            "allocated": allocated.get(block_id, 0) if r else None,
+            "missing": max(r - n, 0) if r else None, "complete": n >= r if r else None,
+        })
+    return rows
+
+
+def coverage_summary(study: Study, rows: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """What the dashboard shows: blocks complete, judgements against what is needed, how many blocks have
+    each number of judgements, and the blocks furthest from r (the gaps)."""
+    rows = block_coverage_rows(study) if rows is None else rows
+    r = study.judgements_per_block
+    levels = Counter(row["judged"] for row in rows)
+    gaps = sorted((row for row in rows if r is None or row["judged"] < r), key=lambda row: row["judged"])
+    return {
+        "judgements_per_block": r,
+        "blocks_per_participant": study.blocks_per_participant,
+        "blocks": len(rows),
+        "complete": sum(bool(row["complete"]) for row in rows) if r else None,
+        "judged": sum(row["judged"] for row in rows),
+        "needed": r * len(rows) if r else None,
+        "levels": [{"judged": n, "blocks": levels[n]} for n in sorted(levels)],
+        "gaps": gaps[:GAPS_LISTED] if r else [],
+        "gap_blocks": len(gaps) if r else None,
+    }

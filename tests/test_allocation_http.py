@@ -1,0 +1,48 @@
+"""Issue 25's done-when: a study built from a generated outputs file with ``sample`` and ``allocation``,
+scripted participants sent through it over HTTP, and every block found with r judgements (within 1 of
+each other while running, exactly r at the end)."""
+
+from __future__ import annotations
+
+import pytest
+
+from bots.drive import run_over_http
+from bots.personas import Persona
+from surveys.coverage import block_coverage_rows
+from surveys.definition import parse_definition
+from surveys.loader import study_load
+from surveys.models import Participant
+from tests.support.generated_outputs import definition_from_outputs, outputs_rows, without_sample
+from tests.support.threads import in_threads
+
+K, R = 4, 3
+
+
+@pytest.mark.slow
+def test_bots_over_http_leave_every_block_with_r_judgements(live_server):
+    rows = outputs_rows(40, seed=11)
+    definition = definition_from_outputs(rows, slug="sampled", sample={"prompts": 12, "seed": 7},
+                                         allocation={"blocks_per_participant": K, "judgements_per_block": R})
+    # The same file and seed draw the same prompts.
+    assert definition == definition_from_outputs(rows, slug="sampled", sample={"prompts": 12, "seed": 7},
+                                                 allocation={"blocks_per_participant": K, "judgements_per_block": R})
+    study = study_load(definition=parse_definition(without_sample(definition))).study
+    assert study.blocks.count() == 12 and study.target_completions == R * 12 // K == 9
+
+    def judged() -> list[int]:
+        return [row["judged"] for row in block_coverage_rows(study)]
+
+    def bot(i: int, wave: int):
+        return run_over_http(persona=Persona(), base_url=live_server.url, slug="sampled", seed=100 * wave + i)
+
+    for wave in range(3):  # three at a time, as they would arrive
+        runs = in_threads(3, lambda i: bot(i, wave))
+        assert [run.outcome for run in runs] == ["completed"] * 3
+        counts = judged()
+        assert max(counts) - min(counts) <= 1, (wave, counts)
+        assert sum(counts) == 3 * K * (wave + 1)
+    assert judged() == [R] * 12
+    assert Participant.objects.filter(study=study, status="completed").count() == 9
+    late = run_over_http(persona=Persona(), base_url=live_server.url, slug="sampled", seed=999)
+    assert late.outcome == "refused"  # the study is full: every block has its r judgements
+    assert judged() == [R] * 12
