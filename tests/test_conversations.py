@@ -170,6 +170,7 @@ def test_a_scenario_without_a_conversation_shows_none(tide, client):
 
 def test_a_chinese_study_names_the_speakers_in_chinese(db, client):
     definition = json.loads((FIXTURES / "counselor_zh.json").read_text())
+    definition["recruitment"] = {"completion_code": "ZHCTX1"}  # entered by a panel link, as first_block_html does
     study = study_load(definition=parse_definition(with_context(definition, turns(RECENT_TURNS + 2)))).study
     html = first_block_html(client, study)
     shown = transcript(html)

@@ -112,7 +112,7 @@ def test_a_nul_in_any_text_of_a_fixture_is_refused_with_its_path(fixture):
         checked_values += 1
         # regions.map is either a built-in map's name or the study's own map: its problems name the form too.
         untagged = [p.replace(".built-in map", "").replace(".own map", "") for p in problems]
-        assert any(p.startswith(f"{path}: ") and (NUL_MESSAGE in p or "pattern" in p) for p in untagged), (path, problems)
+        assert any(p.startswith(f"{path}: ") and (NUL_MESSAGE in p or "pattern" in p or "Input should be" in p) for p in untagged), (path, problems)
     assert checked_values > 20
 
 

@@ -70,6 +70,11 @@ def _other_values(value: Any) -> list[Any]:
     return []
 
 
+#: Values of another shape than the fixtures' (no fixture allocates: "all" becomes k of n blocks; 25 x 24 / 4
+#: is TIDE's target of 150).
+OTHER_SHAPES: dict[str, list[Any]] = {"allocation": [{"blocks_per_participant": 4, "judgements_per_block": 25}]}
+
+
 def _set(data: Any, path: tuple, value: Any) -> None:
     for key in path[:-1]:
         data = data[key]
@@ -90,6 +95,8 @@ def _changes(definition: dict, name: str) -> Iterator[dict]:
             else:
                 changed[name] = other
             yield changed
+    for other in OTHER_SHAPES.get(name, []):
+        yield {**copy.deepcopy(definition), name: other}
     if isinstance(current, list) and current:
         yield {**copy.deepcopy(definition), name: current[:-1]}
         if isinstance(current[-1], str):
