@@ -64,6 +64,9 @@ def _draft_problem(study: Study, reward_cents: int, minutes: int | None) -> str 
         return f'study "{study.slug}" already has a study on Prolific'
     if not study.target_completions:
         return 'set "target_completions" in the study\'s recruitment: it is the number of places on Prolific'
+    if not study.participant_title:
+        # Prolific shows a study's name to participants; the researchers' title may name the systems compared.
+        return 'set "participant_title" in the study\'s definition: Prolific shows it to participants as the name'
     if not minutes or minutes <= 0:
         return 'give the estimated minutes (or set "estimated_minutes" in the study\'s recruitment)'
     if reward_cents <= 0:
@@ -80,8 +83,10 @@ def panel_study_create(*, study: Study, reward_cents: int, base_url: str, estima
     screened_out, failed_checks = (f"SO{secrets.token_hex(4).upper()}", f"FC{secrets.token_hex(4).upper()}")
     review = [{"action": "MANUALLY_REVIEW"}]  # our approve step decides, from the quality rules
     payload = {
-        "name": study.title, "internal_name": study.slug,
-        "description": study.description or study.title,
+        # Participants see the name and description on Prolific: only participant-facing texts, never the
+        # researchers' title or description (they may name the systems compared); researchers see internal_name.
+        "name": study.participant_title, "internal_name": f"{study.slug}: {study.title}"[:255],
+        "description": study.instructions_text,
         "external_study_url": study_url(study=study, base_url=base_url),
         "prolific_id_option": "url_parameters",
         "completion_codes": [

@@ -53,7 +53,9 @@ def test_it_creates_a_draft_from_the_study_with_its_url_parameters_codes_places_
     sent = prolific.calls("POST", "/api/v1/studies/")[0]
     assert sent["authorization"] == f"Token {TOKEN}"
     body = sent["body"]
-    assert (body["name"], body["description"]) == (tide.title, "Rate replies.")
+    # Blinding: participants see Prolific's name and description, so they are participant-facing texts only.
+    assert (body["name"], body["description"]) == (tide.participant_title, tide.instructions_text)
+    assert body["internal_name"] == f"tide: {tide.title}" and tide.title not in (body["name"], body["description"])
     assert body["external_study_url"] == (
         f"{SITE}/s/tide/?pid={{{{%PROLIFIC_PID%}}}}&sid={{{{%STUDY_ID%}}}}&sess={{{{%SESSION_ID%}}}}")
     assert body["prolific_id_option"] == "url_parameters"
@@ -76,6 +78,7 @@ def test_it_takes_the_estimate_from_the_study_when_none_is_given(prolific, tide)
 
 @pytest.mark.parametrize("change, expected", [
     ({"target_completions": None}, "target_completions"),
+    ({"participant_title": ""}, "participant_title"),
     ({"recruitment_mode": "open"}, 'mode "open"'),
 ])
 def test_a_study_that_cannot_go_to_prolific_is_refused_before_anything_is_sent(prolific, tide, change, expected):

@@ -144,3 +144,20 @@ def test_every_ratings_analysis_gives_a_table_on_an_incomplete_design(shared_tid
         options = {"complete_blocks": False} if "complete_blocks" in analysis.design_options else {}
         table = data.run_registered(name, ratings, participants, **options)
         assert isinstance(table, pd.DataFrame) and len(table) > 0, name
+
+
+def test_a_study_that_allocates_blocks_is_an_incomplete_design_for_its_analyses():
+    import json
+
+    from analysis import registry
+    from analysis.design import design_of
+    from surveys.definition import parse_definition
+    from tests.support.paths import FIXTURES
+
+    definition = json.loads((FIXTURES / "tide.json").read_text())
+    assert design_of(parse_definition(definition)).complete_blocks is True
+    definition["allocation"] = {"blocks_per_participant": 4, "judgements_per_block": 25}
+    design = design_of(parse_definition(definition))
+    assert design.complete_blocks is False
+    options = design.options_for(registry.ANALYSES["dimension_wilcoxon"].design_options)
+    assert options["complete_blocks"] is False
