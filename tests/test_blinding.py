@@ -169,6 +169,14 @@ def test_no_participant_page_of_a_fixture_study_names_a_system_condition_or_the_
     db, fixture, steps, no_open_starts
 ):
     study = load_fixture(fixture)
+    if study.recruitment_mode != Study.RecruitmentMode.PANEL:
+        # The walk enters by a panel link; the pages of invited and open studies' own channels (invitation
+        # only, a refused rater link, too many starts) are walked by _refusals for every study.
+        Study.objects.filter(pk=study.pk).update(recruitment_mode=Study.RecruitmentMode.PANEL,
+                                                 id_param="PROLIFIC_PID", study_param="STUDY_ID",
+                                                 session_param="SESSION_ID", id_pattern=r"^[0-9a-f]{24}$",
+                                                 completion_code="BLIND1")
+        study.refresh_from_db()
     pages = assert_blind(study, steps)
     assert Participant.objects.filter(study=study, status=Participant.Status.COMPLETED).count() == 1
     # Participants see their own title, in the header and in the browser's title.

@@ -92,6 +92,7 @@ EXPECTED: dict[str, Expect] = {
     "api-free-text": api_endpoint(A + "/exports/free-text/"),
     "api-choices": api_endpoint(A + "/exports/choices/"),
     "api-pairwise": api_endpoint(A + "/exports/pairwise/"),
+    "api-coverage": api_endpoint(A + "/coverage/"),
     "api-identifiers": api_endpoint(A + "/restricted/identifiers.csv"),
     "api-import-responses": api_endpoint(A + "/imports/responses/", method="POST", owner=400),
     "api-import-gold": api_endpoint(A + "/imports/gold/", method="POST", owner=400),
@@ -113,6 +114,7 @@ EXPECTED: dict[str, Expect] = {
     "researcher:import": researcher_page(S + "/import/"),
     "researcher:exports": researcher_page(S + "/exports/"),
     "researcher:free_text": researcher_page(S + "/free-text/"),
+    "researcher:coverage_csv": researcher_page(S + "/coverage.csv"),
     "researcher:metrics": researcher_page(S + "/metrics/"),
     "researcher:raters": researcher_page(S + "/raters/"),
     # The fixture has no rater link, so even the owner finds none to revoke.

@@ -62,7 +62,7 @@ def test_dashboard_json_costs_the_same_queries_at_any_size(owner_client, study, 
     fill_with_bots(study, 2, seed=5)
     finished_run(study)
     small = _dashboard_json_queries(owner_client, study.slug)
-    assert small <= 20
+    assert small <= 21  # the runs still unfinished (stuck ones shown on the dashboard) take one
     fill_with_bots(study, 10, seed=6)
     with django_assert_max_num_queries(small):
         owner_client.get(f"/studies/{study.slug}/dashboard.json")
