@@ -85,7 +85,7 @@ def test_the_documents_show_the_commands_this_test_runs():
 def test_the_documented_database_commands_run_as_written_on_the_demo(document, tmp_path, quick_stats, capsys, monkeypatch):
     monkeypatch.chdir(ROOT)  # the documents run manage.py from the repository root
     for fixture in ("tide", "counselor", "most_least", "pairwise"):
-        call_command("load_study", str(FIXTURES / f"{fixture}.json"))
+        call_command("load_study", "--open", str(FIXTURES / f"{fixture}.json"))  # launched, as setup_demo does
     fill_with_bots(_study("tide"), 12)
     make_user("alice")
     ran = []
