@@ -18,6 +18,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import os
 import random
@@ -90,7 +91,9 @@ def timed_transport_class():
                 kind = "answer" if method == "POST" and _kind_of(path) == "page" else _kind_of(path)
                 try:
                     response = super().request(method, path, data)
-                except OSError as exc:  # refused, reset, timed out, remote closed
+                # A worker killed while sending the body cuts the response short
+                # (IncompleteRead, an HTTPException, not an OSError): the same as a reset.
+                except (OSError, http.client.HTTPException) as exc:  # refused, reset, timed out, cut short
                     self.recorder.add(Sample(began - self.recorder.t0, method, kind, 0,
                                              time.perf_counter() - began, type(exc).__name__))
                     if attempt >= self.retries:
