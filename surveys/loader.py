@@ -153,6 +153,9 @@ def study_load(*, definition: StudyDefinition, as_draft: bool = False) -> LoadRe
         Participant.objects.filter(study=study, is_preview=True).delete()
         _write_content(study, definition)
         allocation.tallies_create(study=study)
+    # Every process re-reads the study's dimensions and questions at its next request (surveys.study_content).
+    Study.objects.filter(pk=study.pk).update(content_version=F("content_version") + 1)
+    study.refresh_from_db(fields=["content_version"])
     return LoadResult(study=study, created=created, content_changed=bool(changed))
 
 

@@ -81,6 +81,9 @@ class Study(models.Model):
 
     pseudonym_key = models.CharField(max_length=64, default=new_pseudonym_key, editable=False)
     definition = models.JSONField(default=dict, editable=False)
+    # Bumped by every load or reload (surveys.loader): each process keeps the study's dimensions and
+    # questions (surveys.study_content) for as long as the version it read them at is current.
+    content_version = models.PositiveIntegerField(default=1, db_default=1, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -18,7 +18,7 @@ from django.views.decorators.cache import never_cache
 from . import preview, recruitment, selectors
 from .conversation import transcript_of
 from .forms import DemographicsForm, PageForm
-from .language import in_study_language
+from .language import in_study_language, study_language_confirm
 from .models import Study
 from .preview import PreviewOutdated, PreviewState, PreviewStep
 from .views import TYPICAL_SECONDS_PER_BLOCK, TimeLeft, _see_other
@@ -32,6 +32,7 @@ def _researcher_study(request: HttpRequest, slug: str) -> Study | HttpResponse:
     study = selectors.study_get(slug=slug)
     if study is None:
         raise Http404("No such study")
+    study_language_confirm(study)
     user = request.user
     if not user.is_authenticated:
         return redirect_to_login(request.get_full_path())

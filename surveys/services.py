@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from django.db import IntegrityError, transaction
-from django.db.models import Count, F
+from django.db.models import Count, Exists, F, OuterRef, Value
+from django.db.models.functions import Coalesce
 
 from . import allocation, clock, demographics, drafts, limits
 from .models import (
@@ -25,7 +26,6 @@ from .models import (
     BlockVisit,
     ConsentDecline,
     DemographicQuestion,
-    Dimension,
     FreeTextAnswer,
     FreeTextQuestion,
     Item,
@@ -38,7 +38,7 @@ from .models import (
 from .places import StudyClosed, StudyFull, hold_limit, place_confirm, study_is_full  # noqa: F401
 from .pseudonyms import pseudonym_for
 from .questions import QUESTION_TYPES
-from .selectors import VisitPage
+from .selectors import VisitPage, visit_page_get
 
 
 class AnswersRejected(ValueError):
@@ -316,31 +316,47 @@ def visit_mark_shown(*, visit_id: int) -> None:
 
 
 @transaction.atomic
-def block_answer_submit(*, participant_id: int, visit_id: int, answers: PageAnswers) -> SubmitOutcome:
-    """Save all answers of one page, or none; a replay of a saved page changes nothing."""
-    # Lock only the participant row: locking the study would queue everyone.
-    participant = Participant.objects.select_for_update(of=("self",)).select_related("study").get(pk=participant_id)
-    if participant.status != Participant.Status.IN_PROGRESS:
-        return SubmitOutcome.NOT_CURRENT
-    visit = (
-        BlockVisit.objects.filter(participant=participant, submitted_at__isnull=True)
-        .select_related("attention_check")
-        .order_by("sequence")
-        .first()
-    )
-    if visit is None or visit.pk != visit_id:
-        submitted = BlockVisit.objects.filter(pk=visit_id, participant=participant, submitted_at__isnull=False)
-        return SubmitOutcome.ALREADY_SAVED if submitted.exists() else SubmitOutcome.NOT_CURRENT
+def block_answer_submit(
+    *, participant_id: int, visit_id: int, answers: PageAnswers, page: VisitPage | None = None
+) -> SubmitOutcome:
+    """Save all answers of one page, or none; a replay of a saved page changes nothing.
+
+    ``page`` is the page as the request already read it (``selectors.visit_page_get``), so that its
+    placements and the study's dimensions are not read again; without it, it is read here.
+    """
     now = clock.now()
-    # Marked submitted first (one transaction: a rejected answer undoes it), as the database allows a
-    # pairwise preference only on a submitted block.
-    BlockVisit.objects.filter(pk=visit.pk).update(submitted_at=now, shown_at=visit.shown_at or now)
-    if visit.attention_check_id is not None:
-        _save_attention(visit, answers)
+    # The participant's row is locked first, by the update of their last sighting: two tabs posting the same
+    # page, or a draft arriving (surveys.drafts takes the same lock), queue here until this commits.
+    # Locking the study would queue everyone.
+    if not Participant.objects.filter(pk=participant_id, status=Participant.Status.IN_PROGRESS).update(
+        last_seen_at=now
+    ):
+        return SubmitOutcome.NOT_CURRENT
+    # Only the current page is accepted: not yet submitted, and no page before it still open. Marked submitted
+    # first (one transaction: a rejected answer undoes it), as the database allows a pairwise preference only on
+    # a submitted block.
+    earlier_open = BlockVisit.objects.filter(
+        participant_id=participant_id, submitted_at__isnull=True, sequence__lt=OuterRef("sequence")
+    )
+    marked = (
+        BlockVisit.objects.filter(pk=visit_id, participant_id=participant_id, submitted_at__isnull=True)
+        .exclude(Exists(earlier_open))
+        .update(submitted_at=now, shown_at=Coalesce("shown_at", Value(now)))
+    )
+    if not marked:
+        submitted = BlockVisit.objects.filter(pk=visit_id, participant_id=participant_id, submitted_at__isnull=False)
+        return SubmitOutcome.ALREADY_SAVED if submitted.exists() else SubmitOutcome.NOT_CURRENT
+    if page is None:
+        study = Study.objects.get(participants__pk=participant_id)
+        page = visit_page_get(visit_id=visit_id, study=study)
+    elif page.visit.pk != visit_id:
+        raise ValueError(f"the page given is visit {page.visit.pk}, not {visit_id}")
+    if page.is_check:
+        _save_attention(page.visit, answers)
     else:
-        _save_block(participant, visit, answers)
-    drafts.draft_discard(participant_id=participant.pk, visit_id=visit.pk)
-    Participant.objects.filter(pk=participant.pk).update(last_seen_at=now)
+        # The answers rows name the participant by id only.
+        _save_block(Participant(pk=participant_id), page, answers)
+    drafts.draft_discard(participant_id=participant_id, visit_id=visit_id)
     return SubmitOutcome.SAVED
 
 
@@ -353,16 +369,11 @@ def _save_attention(visit: BlockVisit, answers: PageAnswers) -> None:
     )
 
 
-def _save_block(participant: Participant, visit: BlockVisit, answers: PageAnswers) -> None:
+def _save_block(participant: Participant, page: VisitPage, answers: PageAnswers) -> None:
     """Every question type checks its answers against the page (the last line of defence behind the forms:
-    they must fit this page exactly), then saves them; a type the page does not ask must have no answers."""
-    placements = list(ItemPlacement.objects.filter(visit=visit).order_by("position"))
-    page = VisitPage(
-        visit=visit, placements=placements, study=participant.study,
-        dimensions=list(Dimension.objects.filter(study_id=participant.study_id)),
-        # Read even when nothing is written: a required question left blank must be refused.
-        free_text_questions=list(FreeTextQuestion.objects.filter(study_id=participant.study_id, per_block=True)),
-    )
+    they must fit this page exactly), then saves them; a type the page does not ask must have no answers.
+    The page's per-block written questions are checked even when nothing is written: a required one left
+    blank must be refused."""
     asked = [kind for kind in QUESTION_TYPES if kind.asked(page)]
     for kind in QUESTION_TYPES:
         if kind in asked:

@@ -29,7 +29,7 @@ from django.views.decorators.http import require_POST
 
 from . import clock, drafts, limits, open_links, places, rater_links, recruitment, selectors, services
 from .conversation import transcript_of
-from .language import in_study_language
+from .language import in_study_language, study_language_confirm
 from .forms import TAMPER_MESSAGE, DemographicsForm, PageForm
 from .models import Participant, Study
 from .selectors import ParticipantState, Step
@@ -86,6 +86,14 @@ def _notice(slug: str, kind: str) -> HttpResponse:
     return _see_other(reverse("surveys:notice", args=[slug, kind]))
 
 
+def _study_or_404(slug: str) -> Study:
+    study = selectors.study_get(slug=slug)
+    if study is None:
+        raise Http404("No such study")
+    study_language_confirm(study)
+    return study
+
+
 def _load_flow(request: HttpRequest, slug: str) -> Flow | HttpResponse:
     """The participant behind this session, or the page explaining why there is none."""
     entry = request.session.get(_session_key(slug))
@@ -94,22 +102,18 @@ def _load_flow(request: HttpRequest, slug: str) -> Flow | HttpResponse:
     if entry.get("rater_link_id") and not rater_links.rater_link_is_active(link_id=entry["rater_link_id"]):
         # The researchers revoked the link this session came in by.
         request.session.pop(_session_key(slug), None)
-        study = selectors.study_get(slug=slug)
-        if study is None:
-            raise Http404("No such study")
-        return _rater_link_refused(request, study, revoked=True)
+        return _rater_link_refused(request, _study_or_404(slug), revoked=True)
     participant_id = entry.get("participant_id")
     if participant_id is None:
-        study = selectors.study_get(slug=slug)
-        if study is None:
-            raise Http404("No such study")
+        study = _study_or_404(slug)
         return Flow(study=study, participant=None, state=None)
-    participant = selectors.participant_get(participant_id=participant_id, slug=slug)
-    if participant is None:
+    state = selectors.participant_flow_get(participant_id=participant_id, slug=slug)
+    if state is None:
         # The participant was removed (e.g. a preview reset by a reload of the study).
         request.session.pop(_session_key(slug), None)
         return render(request, "surveys/session_expired.html", {"slug": slug}, status=200)
-    return Flow(study=participant.study, participant=participant, state=selectors.participant_state(participant=participant))
+    study_language_confirm(state.participant.study)
+    return Flow(study=state.participant.study, participant=state.participant, state=state)
 
 
 def _flow_at(request: HttpRequest, slug: str, step: Step) -> Flow | HttpResponse:
@@ -165,9 +169,7 @@ def _welcome_back(request: HttpRequest, flow: Flow) -> bool:
 @never_cache
 @in_study_language
 def entry(request: HttpRequest, slug: str) -> HttpResponse:
-    study = selectors.study_get(slug=slug)
-    if study is None:
-        raise Http404("No such study")
+    study = _study_or_404(slug)
     if study.recruitment_mode == Study.RecruitmentMode.OPEN:
         return _open_entry(request, study)
     if study.recruitment_mode == Study.RecruitmentMode.INVITED:
@@ -342,15 +344,17 @@ def page(request: HttpRequest, slug: str) -> HttpResponse:
     visit_id = flow.state.current_visit_id
     if request.method == "POST":
         return _submit_page(request, flow, visit_id)
-    services.visit_mark_shown(visit_id=visit_id)
+    if not flow.state.current.shown:
+        services.visit_mark_shown(visit_id=visit_id)
     welcome = _welcome_back(request, flow)
-    draft = selectors.draft_fields(participant_id=flow.participant.pk, visit_id=visit_id)
+    draft = flow.state.draft  # read with the state
     form = _page_form(flow, visit_id, data=None, initial=draft)
     return _render_page(request, flow, form, welcome_back=welcome, draft_restored=bool(draft))
 
 
 def _page_form(flow: Flow, visit_id: int, data, initial: dict[str, str] | None = None) -> PageForm:
-    visit_page = selectors.visit_page_get(visit_id=visit_id, study=flow.study)
+    # Read once per request: the form validates against it and the service saves with it.
+    visit_page = selectors.visit_page_get(visit_id=visit_id, study=flow.study, is_block=flow.state.current.is_block)
     return PageForm(data, page=visit_page, initial=initial)
 
 
@@ -386,7 +390,7 @@ def _submit_page(request: HttpRequest, flow: Flow, visit_id: int) -> HttpRespons
         return _render_page(request, flow, form, status=400)
     try:
         outcome = services.block_answer_submit(
-            participant_id=flow.participant.pk, visit_id=visit_id, answers=form.page_answers()
+            participant_id=flow.participant.pk, visit_id=visit_id, answers=form.page_answers(), page=form.page
         )
     except services.AnswersRejected:
         form.add_error(None, TAMPER_MESSAGE)
@@ -554,16 +558,14 @@ NOTICES = {
 @never_cache
 @in_study_language
 def notice(request: HttpRequest, slug: str, kind: str) -> HttpResponse:
-    study = selectors.study_get(slug=slug)
-    if study is None or kind not in NOTICES:
+    if kind not in NOTICES:
         raise Http404("No such page")
+    study = _study_or_404(slug)
     return render(request, NOTICES[kind], {"study": study})
 
 
 @never_cache
 @in_study_language
 def left(request: HttpRequest, slug: str) -> HttpResponse:
-    study = selectors.study_get(slug=slug)
-    if study is None:
-        raise Http404("No such study")
+    study = _study_or_404(slug)
     return render(request, "surveys/notice_left.html", {"study": study})
