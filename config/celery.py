@@ -4,6 +4,7 @@ import logging
 import os
 
 from celery import Celery, bootsteps
+from celery.signals import worker_init, worker_process_init
 
 logger = logging.getLogger(__name__)
 
@@ -36,3 +37,16 @@ class RequeueStaleRuns(bootsteps.StartStopStep):
 
 
 app.steps["consumer"].add(RequeueStaleRuns)
+
+
+@worker_init.connect
+@worker_process_init.connect
+def _warm_up(**kwargs) -> None:
+    """Heavy libraries are imported as the worker starts (a solo worker: worker_init; each prefork
+    process: worker_process_init), so that no run pays for them (analysis.warmup)."""
+    import django
+
+    django.setup()
+    from analysis.warmup import warm_up
+
+    warm_up()
