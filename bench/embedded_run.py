@@ -43,7 +43,7 @@ def _worker(env: dict[str, str], log: Path, pool: str) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "config", "worker", f"--pool={pool}", concurrency,
          "--loglevel=INFO", "--without-gossip", "--without-mingle", "--logfile", str(log)],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+        cwd=ROOT, env=env, stdout=open(log.with_suffix(".out"), "wb"), stderr=subprocess.STDOUT,
     )
 
 
@@ -88,7 +88,9 @@ def main(argv=None) -> int:
     log = folder / "worker.log"
     worker = _worker(env, log, args.pool)
     try:
-        _stack.wait_until(lambda: log.exists() and "ready." in log.read_text(), timeout=120, what="the worker")
+        # "ready." goes to the log file (prefork) or to standard output (solo).
+        _stack.wait_until(lambda: any(p.exists() and "ready." in p.read_text() for p in (log, log.with_suffix(".out"))),
+                          timeout=300, what="the worker")
         print(f"embedded run at {args.participants} participants on {os.cpu_count()} cores "
               f"(worker: {args.pool}, filesystem broker polled every {args.polling_ms} ms); the machine is shared: "
               "see the load")
