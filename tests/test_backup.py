@@ -19,6 +19,7 @@ from surveys import backup, withdrawal
 from surveys.models import Participant, Study
 from tests.support.external_services import require_service
 from tests.support.paths import ROOT
+from tests.support.researcher import fill_with_bots
 from tests.test_withdrawal import announced
 
 pytestmark = pytest.mark.django_db
@@ -57,6 +58,15 @@ def dumped(done_run, tmp_path, owner_client):
     return study, path, exports
 
 
+@pytest.fixture
+def small_dump(study, tmp_path):
+    """TIDE with three scripted participants (no run), and its dump: enough for the refusals."""
+    fill_with_bots(study, 3)
+    path = tmp_path / "small.jsonl"
+    call_command("dump_study", study.slug, str(path), stdout=open(os.devnull, "w"))
+    return study, path, []
+
+
 def test_every_model_with_study_rows_is_dumped_or_declared_not_per_study():
     dumped_models = {label for label, _ in backup.STUDY_MODELS}
     for app in ("surveys", "analysis", "prolific"):
@@ -80,8 +90,8 @@ def test_a_dump_restored_after_the_study_was_deleted_gives_byte_identical_export
     assert compare(tmp_path / "before" / study.slug, tmp_path / "after" / study.slug) == []
 
 
-def test_a_damaged_or_cut_short_file_is_refused_and_writes_nothing(dumped, tmp_path):
-    study, path, _ = dumped
+def test_a_damaged_or_cut_short_file_is_refused_and_writes_nothing(small_dump, tmp_path):
+    study, path, _ = small_dump
     _delete_study(study)
     before = _counts()
     data = path.read_bytes()
@@ -99,8 +109,8 @@ def test_a_damaged_or_cut_short_file_is_refused_and_writes_nothing(dumped, tmp_p
         assert _counts() == before
 
 
-def test_a_file_from_a_newer_schema_or_format_is_refused(dumped):
-    study, path, _ = dumped
+def test_a_file_from_a_newer_schema_or_format_is_refused(small_dump):
+    study, path, _ = small_dump
     _delete_study(study)
     before = _counts()
 
@@ -123,8 +133,8 @@ def test_a_file_from_a_newer_schema_or_format_is_refused(dumped):
     assert _counts() == before
 
 
-def test_a_row_that_fails_half_way_rolls_the_whole_restore_back(dumped):
-    study, path, _ = dumped
+def test_a_row_that_fails_half_way_rolls_the_whole_restore_back(small_dump):
+    study, path, _ = small_dump
     _delete_study(study)
     before = _counts()
 
@@ -139,8 +149,8 @@ def test_a_row_that_fails_half_way_rolls_the_whole_restore_back(dumped):
     assert _counts() == before
 
 
-def test_a_restore_over_an_existing_study_or_taken_ids_is_refused(dumped, tmp_path):
-    study, path, _ = dumped
+def test_a_restore_over_an_existing_study_or_taken_ids_is_refused(small_dump, tmp_path):
+    study, path, _ = small_dump
     before = _counts()
     with pytest.raises(backup.RestoreRefused, match="exists already"):
         backup.study_restore(path=path)

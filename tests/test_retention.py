@@ -17,7 +17,7 @@ from surveys.models import Participant, Study
 from surveys.pseudonyms import pseudonym_for
 from surveys.tasks import apply_retention
 from tests.support.downloads import csv_rows
-from tests.support.researcher import finished_run
+from tests.support.researcher import fill_with_bots, finished_run
 from tests.test_withdrawal import announced
 
 pytestmark = pytest.mark.django_db
@@ -62,8 +62,9 @@ def test_closing_a_launched_study_records_when_and_reopening_clears_it(tide):
     assert Study.objects.get(pk=tide.pk).closed_at is None
 
 
-def test_the_identifiers_go_n_days_after_closing_once_and_are_announced(filled):
-    study = _close(_with_retention(filled, 30))
+def test_the_identifiers_go_n_days_after_closing_once_and_are_announced(tide):
+    fill_with_bots(tide, 3)
+    study = _close(_with_retention(tide, 30))
     people = dict(Participant.objects.filter(study=study).values_list("pk", "external_id"))
     assert retention.retention_pass(now=study.closed_at + timedelta(days=29)) == []
     assert dict(Participant.objects.filter(study=study).values_list("pk", "external_id")) == people

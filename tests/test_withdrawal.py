@@ -272,9 +272,16 @@ def test_runs_and_exports_leave_out_the_withdrawn_and_the_next_run_says_how_many
 # --- researchers: the page and the command --------------------------------------------------------------
 
 
-def test_the_owner_deletes_a_participant_by_panel_id_after_confirming(filled, owner_client, owner):
-    person = Participant.objects.filter(study=filled).first()
-    page = f"/studies/{filled.slug}/participants/delete/"
+@pytest.fixture
+def few(study):
+    """TIDE (owned by ``owner``) with three scripted participants: enough to delete some."""
+    fill_with_bots(study, 3)
+    return study
+
+
+def test_the_owner_deletes_a_participant_by_panel_id_after_confirming(few, owner_client, owner):
+    person = Participant.objects.filter(study=few).first()
+    page = f"/studies/{few.slug}/participants/delete/"
     assert owner_client.get(page).status_code == 200
     asked = owner_client.post(page, {"participant": person.external_id})
     assert asked.status_code == 200 and person.pseudonym in asked.content.decode()
@@ -288,35 +295,35 @@ def test_the_owner_deletes_a_participant_by_panel_id_after_confirming(filled, ow
         ("participant.delete", owner, person.pseudonym, "127.0.0.1")]
 
 
-def test_an_unknown_id_is_refused_with_a_message_and_nothing_changes(filled, owner_client):
+def test_an_unknown_id_is_refused_with_a_message_and_nothing_changes(few, owner_client):
     before = _everything()
-    response = owner_client.post(f"/studies/{filled.slug}/participants/delete/",
+    response = owner_client.post(f"/studies/{few.slug}/participants/delete/",
                                  {"participant": "<script>x</script>", "confirm": "yes"})
     assert response.status_code == 400 and "has no participant" in response.content.decode()
     assert "<script>x" not in response.content.decode()
-    assert owner_client.post(f"/studies/{filled.slug}/participants/delete/", {"participant": " "}).status_code == 400
+    assert owner_client.post(f"/studies/{few.slug}/participants/delete/", {"participant": " "}).status_code == 400
     assert _everything() == before
 
 
-def test_another_researcher_cannot_delete(filled, client, other):
-    person = Participant.objects.filter(study=filled).first()
+def test_another_researcher_cannot_delete(few, client, other):
+    person = Participant.objects.filter(study=few).first()
     client.force_login(other)
-    response = client.post(f"/studies/{filled.slug}/participants/delete/",
+    response = client.post(f"/studies/{few.slug}/participants/delete/",
                            {"participant": person.pseudonym, "confirm": "yes"})
     assert response.status_code == 404
     assert Participant.objects.filter(pk=person.pk).exists()
 
 
-def test_the_command_deletes_by_pseudonym_or_panel_id(filled, capsys):
-    first, second = Participant.objects.filter(study=filled)[:2]
+def test_the_command_deletes_by_pseudonym_or_panel_id(few, capsys):
+    first, second = Participant.objects.filter(study=few)[:2]
     with announced() as heard:
-        call_command("delete_participant", "--study", filled.slug, "--participant", first.pseudonym)
-        call_command("delete_participant", "--study", filled.slug, "--participant", second.external_id)
+        call_command("delete_participant", "--study", few.slug, "--participant", first.pseudonym)
+        call_command("delete_participant", "--study", few.slug, "--participant", second.external_id)
     assert not Participant.objects.filter(pk__in=[first.pk, second.pk]).exists()
     assert list(Withdrawal.objects.values_list("channel", flat=True)) == ["command", "command"]
     assert [(h["action"], h["actor"]) for h in heard] == [("participant.delete", None)] * 2
     assert first.pseudonym in capsys.readouterr().out
     with pytest.raises(CommandError, match="has no participant"):
-        call_command("delete_participant", "--study", filled.slug, "--participant", first.pseudonym)
+        call_command("delete_participant", "--study", few.slug, "--participant", first.pseudonym)
     with pytest.raises(CommandError, match="no study"):
         call_command("delete_participant", "--study", "nope", "--participant", "x")
