@@ -20,7 +20,7 @@ from surveys.models import Participant, Study
 from tests.support.external_services import require_service
 from tests.support.paths import ROOT
 from tests.support.researcher import fill_with_bots
-from tests.test_withdrawal import announced
+from tests.test_withdrawal import announced, small_run  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.django_db
 
@@ -45,9 +45,9 @@ def _rewrite(path: Path, edit) -> None:
 
 
 @pytest.fixture
-def dumped(done_run, tmp_path, owner_client):
-    """The filled TIDE study with a run and a withdrawal, its exports, and its dump."""
-    study = done_run.study
+def dumped(small_run, tmp_path, owner_client):
+    """TIDE with participants, a run and a withdrawal, its exports, and its dump."""
+    study = small_run.study
     withdrawal.participant_withdraw(participant_id=Participant.objects.filter(study=study).last().pk,
                                     channel="participant")
     exports = export_snapshot._write_exports(study.slug, owner_client, tmp_path / "before")

@@ -18,7 +18,7 @@ from surveys.pseudonyms import pseudonym_for
 from surveys.tasks import apply_retention
 from tests.support.downloads import csv_rows
 from tests.support.researcher import fill_with_bots, finished_run
-from tests.test_withdrawal import announced
+from tests.test_withdrawal import announced, small_run  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.django_db
 
@@ -110,8 +110,8 @@ def test_prolifics_copies_of_the_ids_become_pseudonyms_too(tide):
     assert BonusLine.objects.get().panel_participant_id == expected
 
 
-def test_identifiers_csv_says_they_were_removed_and_analyses_are_unchanged(done_run, owner_client, quick_stats):
-    study = done_run.study
+def test_identifiers_csv_says_they_were_removed_and_analyses_are_unchanged(small_run, owner_client):
+    study = small_run.study
     before_ids = csv_rows(owner_client.get(f"/studies/{study.slug}/exports/identifiers.csv?confirm=1"))
     before_participants = csv_rows(owner_client.get(f"/studies/{study.slug}/exports/participants.csv"))
     retention.identifiers_remove(study=_close(_with_retention(study, 0)))
@@ -123,7 +123,7 @@ def test_identifiers_csv_says_they_were_removed_and_analyses_are_unchanged(done_
     assert [row[:1] + row[2:] for row in after_ids] == [row[:1] + row[2:] for row in before_ids]
     assert csv_rows(owner_client.get(f"/studies/{study.slug}/exports/participants.csv")) == before_participants
     again = finished_run(study)
-    assert _tables(again) == _tables(done_run) and len(_tables(again)) > 3
+    assert _tables(again) == _tables(small_run) and len(_tables(again)) > 3
 
 
 def test_the_beat_schedule_runs_the_task_and_the_task_does_the_pass(tide):
