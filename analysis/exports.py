@@ -121,9 +121,12 @@ def participants_rows(run: AnalysisRun) -> Rows:
 
 def identifiers_rows(run: AnalysisRun) -> Rows:
     yield IDENTIFIER_EXPORT_COLUMNS
+    removed = Study.objects.filter(pk=run.study_id).values_list("identifiers_removed_at", flat=True).first()
+    # After the retention time (surveys.retention) the panel ids are gone: each row says so, and when.
+    removed_text = None if removed is None else f"removed {removed.strftime('%Y-%m-%dT%H:%M:%SZ')} (retention)"
     for result in participant_results(run=run).iterator(chunk_size=2000):
         p = result.participant
-        yield [p.pseudonym, p.external_id, result.payable, result.reject_reason, p.completion_code]
+        yield [p.pseudonym, removed_text or p.external_id, result.payable, result.reject_reason, p.completion_code]
 
 
 def table_rows(name: str) -> Callable[[AnalysisRun], Rows]:

@@ -53,6 +53,7 @@ from analysis.design import Design, study_design
 from analysis.metrics import MetricsUnavailable
 from analysis.models import AnalysisRun, MetricsRun, MetricsTable, ParticipantResult, ResultTable
 from analysis.quality import QualityResult
+from surveys import withdrawal
 from surveys.allocation import allocation_reconcile
 from surveys.models import Participant, Study
 
@@ -413,7 +414,8 @@ def analysis_run_quality_persist(
             # The per-subgroup flow exists only for a study that declares subgroups.
             {"filter_flow": result.filter_flow}
             | ({"filter_flow_by_subgroup": result.filter_flow_by_subgroup} if result.filter_flow_by_subgroup is not None else {}),
-            {"filter_flow": "DESIGN 3.2; step 0 counts everyone enrolled (non-preview)."},
+            {"filter_flow": "DESIGN 3.2; step 0 counts everyone enrolled (non-preview)."
+                            + withdrawal.withdrawals_note(study_id=study_id)},
         )
         AnalysisRun.objects.filter(pk=run_id).update(
             n_participants=len(results), n_retained=int((results["excluded_by"] == "").sum()),

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import free_text_views, launch_views, new_study_views, rater_link_views, views
+from . import free_text_views, launch_views, new_study_views, rater_link_views, views, withdrawal_views
 
 app_name = "researcher"
 urlpatterns = [
@@ -22,6 +22,8 @@ urlpatterns = [
     path("studies/<slug:slug>/launch/", launch_views.launch_page, name="launch"),
     path("studies/<slug:slug>/raters/", rater_link_views.rater_links_page, name="raters"),
     path("studies/<slug:slug>/raters/<int:link_id>/revoke/", rater_link_views.rater_link_revoke, name="rater_revoke"),
+    path("studies/<slug:slug>/participants/delete/", withdrawal_views.participant_delete_page,
+         name="participant_delete"),
     path("studies/<slug:slug>/exports/", views.export_list, name="exports"),
     path("studies/<slug:slug>/free-text/", free_text_views.free_text_answers, name="free_text"),
     path("studies/<slug:slug>/coverage.csv", views.coverage_csv, name="coverage_csv"),

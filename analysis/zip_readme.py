@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from datetime import timezone
 
 from analysis.models import AnalysisRun
+from surveys.models import QUALITY_FIELDS
 
 README = "README.txt"
 CODEBOOK = "codebook.csv"
@@ -76,7 +77,11 @@ def _run_lines(run: AnalysisRun) -> list[str]:
     lines += ["", "Quality thresholds of this run:"]
     width = max((len(key) for key in run.thresholds), default=0)
     value_width = max((len(str(value)) for value in run.thresholds.values()), default=0)
-    for key, value in run.thresholds.items():
+    # In the rules' own order: a JSON column's key order differs between databases (PostgreSQL's jsonb
+    # sorts keys), and the same run restored elsewhere (surveys.backup) must give the same README.
+    ordered = sorted(run.thresholds.items(),
+                     key=lambda kv: (QUALITY_FIELDS.index(kv[0]) if kv[0] in QUALITY_FIELDS else len(QUALITY_FIELDS), kv[0]))
+    for key, value in ordered:
         meaning = THRESHOLD_MEANINGS.get(key)
         lines.append(f"  {key.ljust(width)} = {str(value).ljust(value_width)}  {meaning or ''}".rstrip())
     if run.failures:

@@ -285,6 +285,8 @@ CELERY_BEAT_SCHEDULE = {
     "requeue-stale-runs": {"task": "analysis.requeue_stale_runs", "schedule": float(ANALYSIS_REQUEUE_SECONDS)},
     # Ended sign-in, open-link and API counters (web.ratelimit) would otherwise stay in their table.
     "purge-rate-counters": {"task": "web.purge_rate_counters", "schedule": 3600.0},
+    # Panel identifiers of closed studies past their retention time become pseudonyms (surveys.retention).
+    "apply-retention": {"task": "surveys.apply_retention", "schedule": 3600.0},
 }
 
 # Prolific's API (prolific/). The token is read here only: never stored, never logged.

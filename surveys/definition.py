@@ -206,6 +206,16 @@ class SampleDef(Strict):
     )
 
 
+class RetentionDef(Strict):
+    """How long the panel's identifiers are kept (surveys.retention)."""
+
+    identifiers_days: int = Field(
+        ge=0, le=36500,
+        description="days after the study closes when its panel identifiers are replaced by their pseudonyms "
+                    "(identifiers.csv then says they were removed, and when); 0: at the first pass after closing",
+    )
+
+
 class QualityDef(Strict):
     duration_min_minutes: float = Field(default=10, ge=0)
     duration_max_minutes: float = Field(default=75, gt=0)
@@ -348,6 +358,9 @@ with warnings.catch_warnings():
         quality: QualityDef = not_facing(default_factory=QualityDef)
         recruitment: RecruitmentDef = not_facing()
         sample: SampleDef | None = not_facing(None)
+        retention: RetentionDef | None = not_facing(
+            None, description="{identifiers_days: N}: panel identifiers are replaced by pseudonyms N days after the "
+            "study closes; absent: kept until the study is deleted")
         allocation: Literal["all"] | AllocationDef = facing(
             "all", description='"all": every participant judges every block; or {blocks_per_participant: k, '
             "judgements_per_block: r}: each participant is given k blocks among those furthest from r judgements",

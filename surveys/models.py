@@ -49,6 +49,11 @@ class Study(models.Model):
     # (surveys.launch), which opens it. Closing a launched study later (is_open False) keeps launched_at.
     is_open = models.BooleanField(default=False)
     launched_at = models.DateTimeField(null=True, blank=True)
+    # When a launched study was last closed (empty while open or a draft): retention counts from it
+    # (surveys.retention). Kept by save(); the retention task stamps a study closed by an update().
+    closed_at = models.DateTimeField(null=True, blank=True)
+    # When the retention task replaced the panel identifiers with pseudonyms (identifiers.csv says so).
+    identifiers_removed_at = models.DateTimeField(null=True, blank=True)
     owners = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="owned_studies")
 
     recruitment_mode = models.CharField(max_length=10, choices=RecruitmentMode.choices, default=RecruitmentMode.PANEL)
@@ -128,6 +133,18 @@ class Study(models.Model):
 
     def __str__(self) -> str:
         return self.slug
+
+    def save(self, *args, **kwargs) -> None:
+        # Closing is is_open going False (admin, shell); the time is needed for retention.
+        if self.is_open or self.launched_at is None:
+            self.closed_at = None
+        elif self.closed_at is None:
+            from django.utils import timezone
+
+            self.closed_at = timezone.now()
+        if kwargs.get("update_fields") is not None and "is_open" in kwargs["update_fields"]:
+            kwargs["update_fields"] = {*kwargs["update_fields"], "closed_at"}
+        super().save(*args, **kwargs)
 
     @property
     def is_draft(self) -> bool:
@@ -646,3 +663,33 @@ class BlockAssignment(models.Model):
             models.CheckConstraint(condition=Q(state__in=["held", "completed", "released"]),
                                    name="assignment_state_known"),
         ]
+
+
+class Withdrawal(models.Model):
+    """The tombstone of a participant who withdrew (surveys.withdrawal): their row and every answer are gone;
+    this keeps only the pseudonym, when and how, so counts stay right and the same panel id is not enrolled
+    again (its pseudonym is recomputed at entry). No panel id is kept."""
+
+    class Channel(models.TextChoices):
+        PARTICIPANT = "participant", "The participant, on the study's pages"
+        RESEARCHER = "researcher", "A researcher, on the study's page"
+        COMMAND = "command", "A researcher, with manage.py delete_participant"
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="withdrawals", db_index=False)
+    pseudonym = models.CharField(max_length=64)
+    withdrawn_at = models.DateTimeField()
+    channel = models.CharField(max_length=12, choices=Channel.choices)
+    # What they had done: a finisher who withdrew leaves the completions and places counts.
+    status_before = models.CharField(max_length=20, choices=Participant.Status.choices)
+
+    class Meta:
+        ordering = ["study", "withdrawn_at", "id"]
+        constraints = [
+            # Withdrawing twice (a double click, two tabs) leaves one tombstone.
+            models.UniqueConstraint(fields=["study", "pseudonym"], name="withdrawal_unique_pseudonym"),
+            models.CheckConstraint(condition=Q(channel__in=["participant", "researcher", "command"]),
+                                   name="withdrawal_channel_known"),
+        ]
+
+    def __str__(self) -> str:
+        return self.pseudonym

@@ -39,6 +39,7 @@ from .places import StudyClosed, StudyFull, hold_limit, place_confirm, study_is_
 from .pseudonyms import pseudonym_for
 from .questions import QUESTION_TYPES
 from .selectors import VisitPage, visit_page_get
+from .withdrawal import withdrawn as withdrawal_recorded
 
 
 class AnswersRejected(ValueError):
@@ -119,6 +120,8 @@ def participant_enroll(
         if study.allocates and not existing.blocks_assigned:
             _pages_of_allocation(existing)
         return existing
+    if not is_preview and withdrawal_recorded(study=study, external_id=external_id):
+        raise StudyClosed(study.slug)  # they withdrew (surveys.withdrawal): never enrolled again
     if not is_preview:
         # Quick checks first, so a full study draws no sequence only to throw it away.
         if not study.is_open:

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import preview_views, views
+from . import preview_views, views, withdrawal_views
 
 app_name = "surveys"
 urlpatterns = [
@@ -17,5 +17,7 @@ urlpatterns = [
     path("s/<slug:slug>/done/", views.done, name="done"),
     path("s/<slug:slug>/exit/", views.exit_study, name="exit"),
     path("s/<slug:slug>/left/", views.left, name="left"),
+    path("s/<slug:slug>/withdraw/", withdrawal_views.withdraw, name="withdraw"),
+    path("s/<slug:slug>/withdrawn/", withdrawal_views.withdrawn, name="withdrawn"),
     path("s/<slug:slug>/notice/<str:kind>/", views.notice, name="notice"),
 ]

@@ -27,7 +27,7 @@ from django.utils.functional import Promise
 from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_POST
 
-from . import clock, drafts, limits, open_links, places, rater_links, recruitment, selectors, services
+from . import clock, drafts, limits, open_links, places, rater_links, recruitment, selectors, services, withdrawal
 from .conversation import transcript_of
 from .language import in_study_language, study_language_confirm
 from .forms import TAMPER_MESSAGE, DemographicsForm, PageForm
@@ -198,6 +198,9 @@ def _resume(request: HttpRequest, slug: str) -> HttpResponse:
 def _begin(request: HttpRequest, study: Study, *, external_id: str, participant: Participant | None,
            panel_study_id: str = "", panel_session_id: str = "", rater_link_id: int | None = None) -> HttpResponse:
     """Keep who this is in the session, and go to their current step."""
+    if participant is None and withdrawal.withdrawn(study=study, external_id=external_id):
+        # They withdrew (surveys.withdrawal): their answers are gone and they do not take part again.
+        return _see_other(reverse("surveys:withdrawn", args=[study.slug]))
     entry = {
         "external_id": external_id,
         "panel_study_id": panel_study_id,
@@ -568,4 +571,6 @@ def notice(request: HttpRequest, slug: str, kind: str) -> HttpResponse:
 @in_study_language
 def left(request: HttpRequest, slug: str) -> HttpResponse:
     study = _study_or_404(slug)
-    return render(request, "surveys/notice_left.html", {"study": study})
+    # Someone who left early may still withdraw: their session still names them.
+    can_withdraw = bool(request.session.get(_session_key(slug), {}).get("participant_id"))
+    return render(request, "surveys/notice_left.html", {"study": study, "can_withdraw": can_withdraw})

@@ -117,6 +117,7 @@ EXPECTED: dict[str, Expect] = {
     "researcher:coverage_csv": researcher_page(S + "/coverage.csv"),
     "researcher:metrics": researcher_page(S + "/metrics/"),
     "researcher:raters": researcher_page(S + "/raters/"),
+    "researcher:participant_delete": researcher_page(S + "/participants/delete/"),
     # The fixture has no rater link, so even the owner finds none to revoke.
     "researcher:rater_revoke": researcher_page(S + "/raters/1/revoke/", method="POST", owner=404),
     # Prolific: an empty form is refused before Prolific is called; the fixture has no study on Prolific
@@ -159,6 +160,10 @@ EXPECTED: dict[str, Expect] = {
     "surveys:done": public(P + "/done/", NO_SESSION, participant=AT_INSTRUCTIONS),
     "surveys:exit": public(P + "/exit/", 200),
     "surveys:left": public(P + "/left/"),
+    # Without a survey session there is nobody to withdraw; the participant (at the instructions) sees the
+    # confirmation page.
+    "surveys:withdraw": public(P + "/withdraw/", NO_SESSION, participant=200),
+    "surveys:withdrawn": public(P + "/withdrawn/"),
     "surveys:notice": public(P + "/notice/closed/"),
 }
 
