@@ -34,12 +34,12 @@ from collections import Counter
 from itertools import combinations
 
 from django.db import connection, transaction
-from django.db.models import Case, Count, F, IntegerField, OuterRef, Q, Subquery, Value, When
+from django.db.models import Case, Count, F, IntegerField, Max, OuterRef, Q, Subquery, Value, When
 from django.db.models.functions import Coalesce, Random
 
 from . import clock
 from .models import Block, BlockAssignment, BlockTally, Item, PairTally, Participant, Study
-from .places import StudyFull, lock_study
+from .places import StudyClosed, StudyFull, lock_study
 
 State = BlockAssignment.State
 # The quality rules that exclude a participant for how they answered (analysis.quality); "incomplete" is not
@@ -55,14 +55,23 @@ def tallies_create(*, study: Study) -> None:
     three or more responses, for their pairs."""
     BlockTally.objects.filter(study=study).delete()
     PairTally.objects.filter(block__study=study).delete()
+    widest = (Block.objects.filter(study=study).values("scenario_id").annotate(n=Count("pk"))
+              .aggregate(m=Max("n"))["m"]) or 1
+    Study.objects.filter(pk=study.pk).update(scenario_blocks_max=widest)
+    study.scenario_blocks_max = widest
     if study.allocates:
         # Random keys from the start: the first participants are not given neighbouring blocks (often the
         # same prompt's) together.
         rng = random.Random()
         BlockTally.objects.bulk_create(
-            BlockTally(block_id=block_id, study=study, shuffle=rng.random())
-            for block_id in Block.objects.filter(study=study).values_list("pk", flat=True)
+            BlockTally(block_id=block_id, study=study, scenario_id=scenario_id, shuffle=rng.random())
+            for block_id, scenario_id in Block.objects.filter(study=study).values_list("pk", "scenario_id")
         )
+        if connection.vendor == "postgresql":
+            # Fresh statistics, so that the first entries already read the lowest counters from the index
+            # (with none, the planner expects a few rows and sorts them all).
+            with connection.cursor() as cursor:
+                cursor.execute("ANALYZE surveys_blocktally")
     if study.pairwise_enabled:
         items: dict[int, list[int]] = {}
         for item_id, block_id in Item.objects.filter(study=study).order_by("pk").values_list("pk", "block_id"):
@@ -79,27 +88,47 @@ def tallies_create(*, study: Study) -> None:
 def blocks_allocate(*, participant: Participant, release_lapsed: bool = True) -> list[int]:
     """The blocks ``participant`` (just created, not a preview) judges; writes their assignments.
 
-    Call inside the enrolment's transaction, holding the study's lock. ``release_lapsed``: first give back
-    the blocks of lapsed holds (``lapsed_holds_exist`` tells, before the lock; a hold that lapses in between
-    is released by the next entry). Raises ``StudyFull`` when every block already has its r judgements
-    (which rolls the enrolment back)."""
+    Call inside the enrolment's transaction: this takes the study's lock (and checks that it is open, as
+    ``places.place_confirm`` does). ``release_lapsed``: first give back the blocks of lapsed holds
+    (``lapsed_holds_exist`` tells, before the lock; a hold that lapses in between is released by the next
+    entry). Raises ``StudyClosed``, or ``StudyFull`` when every block already has its r judgements (either
+    rolls the enrolment back).
+
+    On PostgreSQL the lock, the choice, the counters and the assignments are one call of the function
+    ``surveys_blocks_allocate`` (migration 0012): one round trip while the lock is held, since every round
+    trip under it queues every newcomer behind it. SQLite serialises writers anyway; it takes the same
+    decision in Python over the same candidates, in four queries."""
     study = participant.study
     if release_lapsed:
+        lock_study(study.pk)
         _release_lapsed_holds(study)
-    chosen = _next_blocks(study)
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT surveys_blocks_allocate(%s, %s, %s, %s, %s)",
+                           [study.pk, participant.pk, study.blocks_per_participant, study.judgements_per_block,
+                            _candidates_limit(study)])
+            chosen = cursor.fetchone()[0]
+        if chosen is None:
+            raise StudyClosed(study.slug)
+    else:
+        if not lock_study(study.pk)["is_open"]:
+            raise StudyClosed(study.slug)
+        chosen = _next_blocks(study)
+        if chosen:
+            # A fresh random key places each block at random among those it now shares a count with.
+            BlockTally.objects.filter(block_id__in=chosen).update(allocated=F("allocated") + 1, shuffle=Random())
+            BlockAssignment.objects.bulk_create(
+                BlockAssignment(study=study, participant=participant, block_id=block_id) for block_id in chosen
+            )
     if not chosen:
         raise StudyFull(study.slug)
-    # A fresh random key places each block at random among those it now shares a count with.
-    BlockTally.objects.filter(block_id__in=chosen).update(allocated=F("allocated") + 1, shuffle=Random())
-    BlockAssignment.objects.bulk_create(
-        BlockAssignment(study=study, participant=participant, block_id=block_id) for block_id in chosen
-    )
-    return chosen
+    return sorted(chosen)
 
 
 def commit_without_waiting_for_disk() -> None:
     """Inside the enrolment's first transaction (PostgreSQL): its commit releases the study's lock without
     waiting for the disk, so newcomers queue behind the choice of blocks only, not behind a disk flush.
+    (``surveys_blocks_allocate`` does the same; this is for the paths that do not call it.)
 
     Nothing durable is given up: the participant's pages are written right after by a transaction that
     commits normally, and its flush writes this one's log too (the log is written in order), before the
@@ -109,13 +138,36 @@ def commit_without_waiting_for_disk() -> None:
             cursor.execute("SET LOCAL synchronous_commit TO OFF")
 
 
+def _candidates_limit(study: Study) -> int:
+    # Any k x (widest scenario) blocks hold at least k different scenarios.
+    return study.blocks_per_participant * max(study.scenario_blocks_max, 1)
+
+
+def blocks_pick(candidates: list[tuple[int, int, float, int]], k: int) -> list[int]:
+    """The k blocks to give among ``candidates`` (block, count, random key, scenario), lowest counts first.
+
+    Lowest counts first keeps every count within 1 of the others. Among blocks of one count, each scenario's
+    first block comes before any scenario's second, so a participant is not given two blocks of one prompt
+    when the numbers allow (a block of a scenario already taken at a lower count ranks behind the others).
+    The same order as the ``ranked``/``picked`` steps of ``surveys_blocks_allocate``."""
+    ordered = sorted(candidates, key=lambda c: (c[1], c[2]))
+    seen: Counter = Counter()
+    ranked = []
+    for block_id, allocated, shuffle, scenario_id in ordered:
+        seen[scenario_id] += 1
+        ranked.append((allocated, seen[scenario_id], shuffle, block_id))
+    return [block_id for *_, block_id in sorted(ranked)[:k]]
+
+
 def _next_blocks(study: Study) -> list[int]:
-    """The k blocks with the lowest counts below r, ties in random order: one scan of k index entries."""
-    return list(
+    """The k blocks a newcomer gets now (``blocks_pick``), from one scan of k x (widest scenario) index
+    entries: never all the study's blocks."""
+    candidates = list(
         BlockTally.objects.filter(study=study, allocated__lt=study.judgements_per_block)
         .order_by("allocated", "shuffle")
-        .values_list("block_id", flat=True)[: study.blocks_per_participant]
+        .values_list("block_id", "allocated", "shuffle", "scenario_id")[: _candidates_limit(study)]
     )
+    return sorted(blocks_pick(candidates, study.blocks_per_participant))
 
 
 def blocks_preview(*, study: Study) -> list[int]:
