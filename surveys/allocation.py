@@ -8,11 +8,16 @@ A study's ``allocation`` is ``"all"`` (everyone judges every block, the default)
   never one that already has r. Taking the lowest first keeps every count within 1 of the others (when
   fewer than k blocks share the lowest count, all of them are taken, and the rest come from the next
   level), and drawing ties at random makes every pair of blocks equally likely to be judged together,
-  so co-occurrence is even in expectation.
-- The choice is made under the study's lock (``surveys.places``, taken by the enrolment), in a constant
-  number of queries whatever the number of blocks and participants: the counters are read in one query,
-  incremented in one, and the participant's ``BlockAssignment`` rows inserted in one.
-- Assignments are held like places. A participant who leaves early, whose Prolific submission is returned,
+  so co-occurrence is even in expectation. Within that rule a participant is given blocks of different
+  prompts whenever the numbers allow (``blocks_pick``): one prompt shown in several blocks (TIDE's four
+  per scenario) is not judged twice by one person.
+- The choice is made under the study's lock, in a constant number of queries whatever the number of blocks
+  and participants, reading k x (the most blocks of one scenario) counters from one index scan, never all of
+  them. On PostgreSQL the lock, the choice, the counters and the assignments are one call of the function
+  ``surveys_blocks_allocate`` (migration 0012): newcomers queue behind one round trip. On SQLite (whose
+  writers are serialised anyway) the same choice is made in Python: lock, read, increment, insert.
+- Assignments are held like places (pair counters follow them: a released block's pair is counted down,
+  and up again when claimed back). A participant who leaves early, whose Prolific submission is returned,
   timed out or rejected, whose hold lapsed, or whom the quality rules exclude, releases their blocks: the
   counters go down and the next newcomers are given them. Lapsed holds are released by the next entry (a
   lapse is an instant, not an event); the rest by ``allocation_reconcile`` (after a Prolific sync or an
@@ -38,7 +43,7 @@ from django.db.models import Case, Count, F, IntegerField, Max, OuterRef, Q, Sub
 from django.db.models.functions import Coalesce, Random
 
 from . import clock
-from .models import Block, BlockAssignment, BlockTally, Item, PairTally, Participant, Study
+from .models import Block, BlockAssignment, BlockTally, Item, ItemPlacement, PairTally, Participant, Study
 from .places import StudyClosed, StudyFull, lock_study
 
 State = BlockAssignment.State
@@ -148,14 +153,17 @@ def blocks_pick(candidates: list[tuple[int, int, float, int]], k: int) -> list[i
 
     Lowest counts first keeps every count within 1 of the others. Among blocks of one count, each scenario's
     first block comes before any scenario's second, so a participant is not given two blocks of one prompt
-    when the numbers allow (a block of a scenario already taken at a lower count ranks behind the others).
-    The same order as the ``ranked``/``picked`` steps of ``surveys_blocks_allocate``."""
+    when the numbers allow (a block of a scenario already taken at a lower count ranks behind the others);
+    and the scenarios with the most blocks left at that count come first, so that the last blocks of a count,
+    which the next participants must take, are of different prompts too. The same order as the
+    ``ranked``/``picked`` steps of ``surveys_blocks_allocate`` (migration 0012)."""
     ordered = sorted(candidates, key=lambda c: (c[1], c[2]))
+    left_at_count = Counter((scenario_id, allocated) for _, allocated, _, scenario_id in ordered)
     seen: Counter = Counter()
     ranked = []
     for block_id, allocated, shuffle, scenario_id in ordered:
         seen[scenario_id] += 1
-        ranked.append((allocated, seen[scenario_id], shuffle, block_id))
+        ranked.append((allocated, seen[scenario_id], -left_at_count[scenario_id, allocated], shuffle, block_id))
     return [block_id for *_, block_id in sorted(ranked)[:k]]
 
 
@@ -209,10 +217,11 @@ def _lapsed_holds(study: Study):
 def _release_lapsed_holds(study: Study) -> None:
     """Blocks of participants whose hold lapsed go back to the pool (a constant number of queries; the
     lapsed are found by a range scan of an index)."""
-    lapsed = list(_lapsed_holds(study).values_list("pk", "block_id"))
+    lapsed = list(_lapsed_holds(study).values_list("pk", "participant_id", "block_id"))
     if lapsed:
-        BlockAssignment.objects.filter(pk__in=[pk for pk, _ in lapsed]).update(state=State.RELEASED)
-        _tallies_add(Counter(block_id for _, block_id in lapsed), sign=-1)
+        BlockAssignment.objects.filter(pk__in=[pk for pk, _, _ in lapsed]).update(state=State.RELEASED)
+        _tallies_add(Counter(block_id for _, _, block_id in lapsed), sign=-1)
+        _pairs_add({(participant_id, block_id) for _, participant_id, block_id in lapsed}, sign=-1)
 
 
 def enrolment_undo(*, participant_id: int) -> None:
@@ -231,6 +240,54 @@ def _tallies_add(by_block: Counter, *, sign: int) -> None:
     BlockTally.objects.filter(block_id__in=list(by_block)).update(allocated=F("allocated") + change)
 
 
+def _pairs_add(assignments: set[tuple[int, int]], *, sign: int) -> None:
+    """Add ``sign`` to the counter of the pair each (participant, block) in ``assignments`` was shown, for the
+    blocks that show a pair of three or more responses; three queries whatever their number (one when none
+    of the blocks has pair counters)."""
+    if not assignments:
+        return
+    pair_ids = {(block_id, first, second): pk for pk, block_id, first, second in PairTally.objects.filter(
+        block_id__in={block_id for _, block_id in assignments}).values_list("pk", "block_id", "first_id", "second_id")}
+    if not pair_ids:
+        return
+    shown: dict[tuple[int, int], list[int]] = {}
+    for participant_id, block_id, item_id in ItemPlacement.objects.filter(
+            visit__participant_id__in={participant_id for participant_id, _ in assignments},
+            visit__block_id__in={block_id for block_id, _, _ in pair_ids}).values_list(
+            "visit__participant_id", "visit__block_id", "item_id"):
+        if (participant_id, block_id) in assignments:
+            shown.setdefault((participant_id, block_id), []).append(item_id)
+    by_pair = Counter(pair_ids.get((block_id, min(items), max(items))) for (_, block_id), items in shown.items()
+                      if len(items) == 2)
+    by_pair.pop(None, None)
+    if by_pair:
+        change = Case(*(When(pk=pk, then=Value(sign * n)) for pk, n in by_pair.items()), output_field=IntegerField())
+        PairTally.objects.filter(pk__in=list(by_pair)).update(allocated=F("allocated") + change)
+
+
+def _pairs_recount(study: Study) -> None:
+    """Every pair counter from what was shown to participants whose assignment is not released."""
+    tallies = {(t.block_id, t.first_id, t.second_id): t for t in PairTally.objects.filter(block__study=study)}
+    if not tallies:
+        return
+    live = set(BlockAssignment.objects.filter(study=study).exclude(state=State.RELEASED)
+               .values_list("participant_id", "block_id"))
+    shown: dict[tuple[int, int], list[int]] = {}
+    for participant_id, block_id, item_id in ItemPlacement.objects.filter(
+            visit__participant__study=study, visit__participant__is_preview=False,
+            visit__block_id__in={block_id for block_id, _, _ in tallies}).values_list(
+            "visit__participant_id", "visit__block_id", "item_id"):
+        if (participant_id, block_id) in live:
+            shown.setdefault((participant_id, block_id), []).append(item_id)
+    counts = Counter((block_id, min(items), max(items)) for (_, block_id), items in shown.items() if len(items) == 2)
+    changed = []
+    for key, tally in tallies.items():
+        if tally.allocated != counts.get(key, 0):
+            tally.allocated = counts.get(key, 0)
+            changed.append(tally)
+    PairTally.objects.bulk_update(changed, ["allocated"], batch_size=1000)
+
+
 # ----------------------------------------------------------------------- later
 
 
@@ -242,7 +299,9 @@ def assignments_complete(*, participant_id: int) -> None:
     _lock_for_counters(rows[0][2])
     states = {block_id: state for block_id, state, _ in rows}
     BlockAssignment.objects.filter(participant_id=participant_id).exclude(state=State.COMPLETED).update(state=State.COMPLETED)
-    _tallies_add(Counter(block_id for block_id, state in states.items() if state == State.RELEASED), sign=+1)
+    claimed = [block_id for block_id, state in states.items() if state == State.RELEASED]
+    _tallies_add(Counter(claimed), sign=+1)
+    _pairs_add({(participant_id, block_id) for block_id in claimed}, sign=+1)
 
 
 def assignments_release(*, participant_id: int) -> None:
@@ -253,7 +312,9 @@ def assignments_release(*, participant_id: int) -> None:
     _lock_for_counters(rows[0][2])
     states = {block_id: state for block_id, state, _ in rows}
     BlockAssignment.objects.filter(participant_id=participant_id).update(state=State.RELEASED)
-    _tallies_add(Counter(block_id for block_id, state in states.items() if state != State.RELEASED), sign=-1)
+    released = [block_id for block_id, state in states.items() if state != State.RELEASED]
+    _tallies_add(Counter(released), sign=-1)
+    _pairs_add({(participant_id, block_id) for block_id in released}, sign=-1)
 
 
 def _lock_for_counters(study_id: int) -> None:
@@ -297,3 +358,4 @@ def allocation_reconcile(*, study: Study) -> None:
             .order_by().values("block_id").annotate(n=Count("pk")).values("n")
         )
         BlockTally.objects.filter(study=study).update(allocated=Coalesce(Subquery(live), 0))
+        _pairs_recount(study)

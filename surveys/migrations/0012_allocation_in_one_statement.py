@@ -31,10 +31,11 @@ BEGIN
         LIMIT p_candidates
     ), ranked AS (
         SELECT block_id, allocated, shuffle,
-               row_number() OVER (PARTITION BY scenario_id ORDER BY allocated, shuffle) AS nth
+               row_number() OVER (PARTITION BY scenario_id ORDER BY allocated, shuffle) AS nth,
+               count(*) OVER (PARTITION BY scenario_id, allocated) AS left_at_count
         FROM candidates
     ), picked AS (
-        SELECT block_id FROM ranked ORDER BY allocated, nth, shuffle LIMIT p_k
+        SELECT block_id FROM ranked ORDER BY allocated, nth, left_at_count DESC, shuffle LIMIT p_k
     ), counted AS (
         UPDATE surveys_blocktally t SET allocated = t.allocated + 1, shuffle = random()
         FROM picked WHERE t.block_id = picked.block_id
