@@ -101,8 +101,11 @@ def blocks_allocate(*, participant: Participant, release_lapsed: bool = True) ->
 
     On PostgreSQL the lock, the choice, the counters and the assignments are one call of the function
     ``surveys_blocks_allocate`` (migration 0012): one round trip while the lock is held, since every round
-    trip under it queues every newcomer behind it. SQLite serialises writers anyway; it takes the same
-    decision in Python over the same candidates, in four queries."""
+    trip under it queues every newcomer behind it. The function also lets this transaction's commit skip
+    the disk flush (``synchronous_commit`` off, for this transaction only), so the lock is not held across
+    one: nothing durable is given up, since the participant's pages are written right after by a transaction
+    that commits normally, and its flush writes this one's log first. SQLite serialises writers anyway; it
+    takes the same decision in Python over the same candidates, in four queries."""
     study = participant.study
     if release_lapsed:
         lock_study(study.pk)
@@ -128,19 +131,6 @@ def blocks_allocate(*, participant: Participant, release_lapsed: bool = True) ->
     if not chosen:
         raise StudyFull(study.slug)
     return sorted(chosen)
-
-
-def commit_without_waiting_for_disk() -> None:
-    """Inside the enrolment's first transaction (PostgreSQL): its commit releases the study's lock without
-    waiting for the disk, so newcomers queue behind the choice of blocks only, not behind a disk flush.
-    (``surveys_blocks_allocate`` does the same; this is for the paths that do not call it.)
-
-    Nothing durable is given up: the participant's pages are written right after by a transaction that
-    commits normally, and its flush writes this one's log too (the log is written in order), before the
-    participant is shown anything."""
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SET LOCAL synchronous_commit TO OFF")
 
 
 def _candidates_limit(study: Study) -> int:
