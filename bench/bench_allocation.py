@@ -11,12 +11,16 @@ would), each with its own connection. A watcher samples the spread of the block 
 Finally every visit is marked answered and the dashboard (page and JSON) is timed as a researcher gets it.
 
 Targets (issue 25): entry p95 <= 100 ms at 20 concurrent entries; block counts within 1 after 2,000
-entries run 20 at a time; dashboard <= 1 s. Each gets a PASS/FAIL line, with the load average.
+entries run 20 at a time; dashboard <= 1 s; whole analysis run with 2 workers <= 30 s. Each gets a PASS/FAIL line, with the load average.
 
 Usage::
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/hev_allocation .venv/bin/python bench/bench_allocation.py
     ... bench/bench_allocation.py --prompts 200 --participants 200     # smaller (k and r as above)
+    CELERY_BROKER_URL=redis://127.0.0.1:6379/7 ... bench/bench_allocation.py --analysis   # and the analysis run
+
+With ``--analysis``, every page is then answered in bulk (ratings by COPY, not HTTP) and a whole analysis run
+is timed with ``--workers`` real ``celery worker`` processes (bench/bench_fanout.py's), after a warm-up run.
 
 The database is the benchmark's own: its study ``bench-allocation`` is replaced on every run.
 """
@@ -26,6 +30,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
+import resource
 import statistics
 import sys
 import threading
@@ -118,17 +123,22 @@ def run_entries(participants: int) -> dict:
         connection.close()
 
     watcher = threading.Thread(target=watch)
+    children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     with multiprocessing.get_context("fork").Pool(CONCURRENT) as pool:
         watcher.start()
         results = pool.map(_enter, [(w, n, study_id, barrier) for w, n in enumerate(per_worker)])
     elapsed = time.perf_counter() - started
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # The entering processes' own CPU (Python and the driver), without PostgreSQL's: the part of an entry's cost
+    # that does not depend on how busy the machine is.
+    client_cpu = (children.ru_utime + children.ru_stime) - (children_before.ru_utime + children_before.ru_stime)
     stop.set()
     watcher.join()
     seconds = sorted(s for worker in results for s in worker)
     return {"n": len(seconds), "elapsed_s": elapsed, "p50_ms": 1000 * statistics.median(seconds),
             "p95_ms": 1000 * seconds[int(0.95 * (len(seconds) - 1))], "max_ms": 1000 * seconds[-1],
-            "spreads": spreads, "final_spread": _spread()}
+            "spreads": spreads, "final_spread": _spread(), "client_cpu_ms": 1000 * client_cpu / max(len(seconds), 1)}
 
 
 def check_counts() -> dict:
@@ -148,7 +158,77 @@ def check_counts() -> dict:
             "pairs_met": len(together), "max_times_a_pair_met": max(together.values(), default=0)}
 
 
-def time_dashboard(repeats: int = 3) -> dict:
+def answer_everything(seed: int = 0) -> dict[str, float]:
+    """Every page answered and every participant finished, written in bulk (ratings by COPY, the rest by one
+    UPDATE each), not over HTTP: pages 45 s apart, ratings 1-5 with a per-system shift, checks passed."""
+    import numpy as np
+    from django.db import connection
+
+    from surveys.models import ItemPlacement, Study
+
+    started = time.perf_counter()
+    study = Study.objects.get(slug=SLUG)
+    dimension_id = study.dimensions.values_list("pk", flat=True).get()
+    placements = np.array(ItemPlacement.objects.filter(visit__participant__study=study, visit__block__isnull=False)
+                          .values_list("pk", "item__system_id"), dtype=np.int64)
+    rng = np.random.default_rng(seed)
+    shift = {system: k % 3 - 1 for k, system in enumerate(np.unique(placements[:, 1]))}
+    values = np.clip(rng.integers(1, 6, len(placements)) + np.vectorize(shift.get)(placements[:, 1]), 1, 5)
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM surveys_rating WHERE placement_id IN (SELECT p.id FROM surveys_itemplacement p "
+                       "JOIN surveys_blockvisit v ON v.id = p.visit_id JOIN surveys_participant q ON q.id = "
+                       "v.participant_id WHERE q.study_id = %s)", [study.pk])
+        with cursor.copy("COPY surveys_rating (placement_id, dimension_id, value) FROM STDIN") as copy:
+            for placement_id, value in zip(placements[:, 0].tolist(), values.tolist()):
+                copy.write_row((placement_id, dimension_id, value))
+        cursor.execute("UPDATE surveys_blockvisit v SET shown_at = q.started_at + v.sequence * interval '45 seconds', "
+                       "submitted_at = q.started_at + v.sequence * interval '45 seconds' + interval '40 seconds', "
+                       "attention_value = CASE WHEN v.attention_check_id IS NULL THEN NULL ELSE 2 END, "
+                       "attention_passed = CASE WHEN v.attention_check_id IS NULL THEN NULL ELSE true END "
+                       "FROM surveys_participant q WHERE q.id = v.participant_id AND q.study_id = %s", [study.pk])
+        cursor.execute("UPDATE surveys_participant SET status = 'completed', demographics_done = true, "
+                       "instructions_seen = true, finished_at = started_at + (blocks_assigned + 3) * interval '45 seconds' "
+                       "WHERE study_id = %s", [study.pk])
+        cursor.execute("UPDATE surveys_blockassignment SET state = 'completed' WHERE study_id = %s", [study.pk])
+    return {"ratings": len(placements), "seconds": time.perf_counter() - started}
+
+
+def time_analysis(workers: int) -> dict:
+    """One warm-up run and one measured run of the whole analysis with ``workers`` real celery workers."""
+    import tempfile
+
+    import redis
+
+    from analysis import registry
+    from analysis.design import study_design
+    from bench.bench_fanout import observe_run, print_parts, start_workers
+    from surveys.models import Study
+
+    broker_url = os.environ.get("CELERY_BROKER_URL", "")
+    if not broker_url.startswith("redis"):
+        sys.exit("--analysis needs CELERY_BROKER_URL=redis://127.0.0.1:6379/N (the bench's own database N)")
+    redis.Redis.from_url(broker_url).flushdb()  # the bench's own Redis database: no message of an older run
+    study = Study.objects.get(slug=SLUG)
+    features = study_design(study.pk).features
+    paper = {a.name for a in registry.statistics_analyses(design=features) if a.paper} | {"filter_flow"}
+    logs = Path(tempfile.mkdtemp(prefix="bench-allocation-"))
+    started = start_workers(workers, os.environ["DATABASE_URL"], broker_url, logs)
+    runs = []
+    try:
+        for label in ("warm-up", "measured"):
+            result = observe_run(study, paper)
+            print(f"  analysis {label}: whole run {result['whole']:.2f} s (queued {result['queued']:.2f} s); "
+                  f"load average {os.getloadavg()[0]:.2f}")
+            print_parts(result["run"])
+            runs.append(result)
+    finally:
+        for worker in started:
+            worker.stop()
+    print(f"  worker logs: {logs}")
+    return {"whole_s": runs[-1]["whole"], "tables": runs[-1]["run"].tables.count()}
+
+
+def time_dashboard(repeats: int = 3, *, answered: bool = False) -> dict:
     from django.contrib.auth import get_user_model
     from django.test import Client
     from django.utils import timezone
@@ -157,10 +237,10 @@ def time_dashboard(repeats: int = 3) -> dict:
 
     now = timezone.now()
     study = Study.objects.get(slug=SLUG)
-    # Everyone answered and finished: the dashboard then reads every visit.
-    BlockVisit.objects.filter(participant__study=study).update(shown_at=now, submitted_at=now)
-    Participant.objects.filter(study=study).update(status="completed", finished_at=now, demographics_done=True)
-    BlockAssignment.objects.filter(study=study).update(state="completed")
+    if not answered:  # Everyone answered and finished: the dashboard then reads every visit.
+        BlockVisit.objects.filter(participant__study=study).update(shown_at=now, submitted_at=now)
+        Participant.objects.filter(study=study).update(status="completed", finished_at=now, demographics_done=True)
+        BlockAssignment.objects.filter(study=study).update(state="completed")
     user, _ = get_user_model().objects.get_or_create(username=USER, defaults={"is_staff": True})
     study.owners.add(user)
     client = Client()
@@ -189,6 +269,10 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=2000)
     parser.add_argument("--participants", type=int, default=None, help="default: the target (R x blocks / K)")
     parser.add_argument("--concurrent", type=int, default=CONCURRENT, help="entries at a time (the target is at 20)")
+    parser.add_argument("--analysis", action="store_true",
+                        help="then answer every page in bulk and time a whole analysis run with real celery workers "
+                             "(needs CELERY_BROKER_URL=redis://...)")
+    parser.add_argument("--workers", type=int, default=2, help="celery workers for --analysis (the target is at 2)")
     args = parser.parse_args()
     CONCURRENT = args.concurrent
     if not os.environ.get("DATABASE_URL", "").startswith("postgres"):
@@ -201,14 +285,18 @@ def main() -> None:
     participants = args.participants or built["target"]
     entries = run_entries(participants)
     print(f"entries: {entries['n']} in {entries['elapsed_s']:.1f} s, {CONCURRENT} at a time; p50 {entries['p50_ms']:.0f} ms, "
-          f"p95 {entries['p95_ms']:.0f} ms, max {entries['max_ms']:.0f} ms (load average {os.getloadavg()[0]:.2f})")
+          f"p95 {entries['p95_ms']:.0f} ms, max {entries['max_ms']:.0f} ms (load average {os.getloadavg()[0]:.2f}); "
+          f"CPU of the entering processes {entries['client_cpu_ms']:.1f} ms per entry")
     print(f"counter spread while running: max {max(entries['spreads'], default=0)} over {len(entries['spreads'])} samples; "
           f"after: {entries['final_spread']}")
     counts = check_counts()
     print(f"judgements per block from the stored visits: {counts['min']}-{counts['max']}; counters agree: "
           f"{counts['counters_agree']}; {counts['pairs_met']:,} pairs of blocks met, none more than "
           f"{counts['max_times_a_pair_met']} times")
-    dashboard = time_dashboard()
+    if args.analysis:
+        answered = answer_everything()
+        print(f"answers: {answered['ratings']:,} ratings and every page written in bulk in {answered['seconds']:.1f} s")
+    dashboard = time_dashboard(answered=args.analysis)
     print(f"dashboard: page {dashboard['page_s']:.2f} s (worst {dashboard['page_worst_s']:.2f}), JSON "
           f"{dashboard['json_s']:.2f} s (worst {dashboard['json_worst_s']:.2f}); {dashboard['complete']} of "
           f"{dashboard['blocks']} blocks complete")
@@ -218,6 +306,11 @@ def main() -> None:
     within = counts["max"] - counts["min"] <= 1 and max(entries["spreads"], default=0) <= 1 and counts["counters_agree"]
     print(f"{verdict(within)}: block counts within 1 while running and after {entries['n']} entries")
     print(f"{verdict(dashboard['page_worst_s'] <= 1 and dashboard['json_worst_s'] <= 1)}: dashboard <= 1 s")
+    if args.analysis:
+        analysis = time_analysis(args.workers)
+        print(f"{verdict(analysis['whole_s'] <= 30 and args.workers <= 2)}: whole analysis run "
+              f"{analysis['whole_s']:.1f} s <= 30 s with {args.workers} workers ({analysis['tables']} tables; "
+              f"load average {os.getloadavg()[0]:.2f})")
 
 
 if __name__ == "__main__":

@@ -55,6 +55,8 @@ def main() -> int:
     extra = {"slug": SLUG, "recruitment": {"mode": "open", "target_completions": 2000}}
     if "allocation" in StudyDefinition.model_fields:
         extra["allocation"] = {"blocks_per_participant": 20, "judgements_per_block": 5}
+        # The target follows from the allocation (5 x blocks / 20); a larger one is refused.
+        extra["recruitment"] = {"mode": "open"}
     work = Path(tempfile.mkdtemp(prefix="bench_new_study_"))
     outputs, template = work / "outputs.csv", work / "template.json"
     outputs.write_bytes(csv_bytes(outputs_rows(args.prompts, systems)))

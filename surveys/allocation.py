@@ -8,11 +8,16 @@ A study's ``allocation`` is ``"all"`` (everyone judges every block, the default)
   never one that already has r. Taking the lowest first keeps every count within 1 of the others (when
   fewer than k blocks share the lowest count, all of them are taken, and the rest come from the next
   level), and drawing ties at random makes every pair of blocks equally likely to be judged together,
-  so co-occurrence is even in expectation.
-- The choice is made under the study's lock (``surveys.places``, taken by the enrolment), in a constant
-  number of queries whatever the number of blocks and participants: the counters are read in one query,
-  incremented in one, and the participant's ``BlockAssignment`` rows inserted in one.
-- Assignments are held like places. A participant who leaves early, whose Prolific submission is returned,
+  so co-occurrence is even in expectation. Within that rule a participant is given blocks of different
+  prompts whenever the numbers allow (``blocks_pick``): one prompt shown in several blocks (TIDE's four
+  per scenario) is not judged twice by one person.
+- The choice is made under the study's lock, in a constant number of queries whatever the number of blocks
+  and participants, reading k x (the most blocks of one scenario) counters from one index scan, never all of
+  them. On PostgreSQL the lock, the choice, the counters and the assignments are one call of the function
+  ``surveys_blocks_allocate`` (migration 0012): newcomers queue behind one round trip. On SQLite (whose
+  writers are serialised anyway) the same choice is made in Python: lock, read, increment, insert.
+- Assignments are held like places (pair counters follow them: a released block's pair is counted down,
+  and up again when claimed back). A participant who leaves early, whose Prolific submission is returned,
   timed out or rejected, whose hold lapsed, or whom the quality rules exclude, releases their blocks: the
   counters go down and the next newcomers are given them. Lapsed holds are released by the next entry (a
   lapse is an instant, not an event); the rest by ``allocation_reconcile`` (after a Prolific sync or an
@@ -34,12 +39,12 @@ from collections import Counter
 from itertools import combinations
 
 from django.db import connection, transaction
-from django.db.models import Case, Count, F, IntegerField, OuterRef, Q, Subquery, Value, When
+from django.db.models import Case, Count, F, IntegerField, Max, OuterRef, Q, Subquery, Value, When
 from django.db.models.functions import Coalesce, Random
 
 from . import clock
-from .models import Block, BlockAssignment, BlockTally, Item, PairTally, Participant, Study
-from .places import StudyFull, lock_study
+from .models import Block, BlockAssignment, BlockTally, Item, ItemPlacement, PairTally, Participant, Study
+from .places import StudyClosed, StudyFull, lock_study
 
 State = BlockAssignment.State
 # The quality rules that exclude a participant for how they answered (analysis.quality); "incomplete" is not
@@ -55,14 +60,23 @@ def tallies_create(*, study: Study) -> None:
     three or more responses, for their pairs."""
     BlockTally.objects.filter(study=study).delete()
     PairTally.objects.filter(block__study=study).delete()
+    widest = (Block.objects.filter(study=study).values("scenario_id").annotate(n=Count("pk"))
+              .aggregate(m=Max("n"))["m"]) or 1
+    Study.objects.filter(pk=study.pk).update(scenario_blocks_max=widest)
+    study.scenario_blocks_max = widest
     if study.allocates:
         # Random keys from the start: the first participants are not given neighbouring blocks (often the
         # same prompt's) together.
         rng = random.Random()
         BlockTally.objects.bulk_create(
-            BlockTally(block_id=block_id, study=study, shuffle=rng.random())
-            for block_id in Block.objects.filter(study=study).values_list("pk", flat=True)
+            BlockTally(block_id=block_id, study=study, scenario_id=scenario_id, shuffle=rng.random())
+            for block_id, scenario_id in Block.objects.filter(study=study).values_list("pk", "scenario_id")
         )
+        if connection.vendor == "postgresql":
+            # Fresh statistics, so that the first entries already read the lowest counters from the index
+            # (with none, the planner expects a few rows and sorts them all).
+            with connection.cursor() as cursor:
+                cursor.execute("ANALYZE surveys_blocktally")
     if study.pairwise_enabled:
         items: dict[int, list[int]] = {}
         for item_id, block_id in Item.objects.filter(study=study).order_by("pk").values_list("pk", "block_id"):
@@ -79,43 +93,79 @@ def tallies_create(*, study: Study) -> None:
 def blocks_allocate(*, participant: Participant, release_lapsed: bool = True) -> list[int]:
     """The blocks ``participant`` (just created, not a preview) judges; writes their assignments.
 
-    Call inside the enrolment's transaction, holding the study's lock. ``release_lapsed``: first give back
-    the blocks of lapsed holds (``lapsed_holds_exist`` tells, before the lock; a hold that lapses in between
-    is released by the next entry). Raises ``StudyFull`` when every block already has its r judgements
-    (which rolls the enrolment back)."""
+    Call inside the enrolment's transaction: this takes the study's lock (and checks that it is open, as
+    ``places.place_confirm`` does). ``release_lapsed``: first give back the blocks of lapsed holds
+    (``lapsed_holds_exist`` tells, before the lock; a hold that lapses in between is released by the next
+    entry). Raises ``StudyClosed``, or ``StudyFull`` when every block already has its r judgements (either
+    rolls the enrolment back).
+
+    On PostgreSQL the lock, the choice, the counters and the assignments are one call of the function
+    ``surveys_blocks_allocate`` (migration 0012): one round trip while the lock is held, since every round
+    trip under it queues every newcomer behind it. The function also lets this transaction's commit skip
+    the disk flush (``synchronous_commit`` off, for this transaction only), so the lock is not held across
+    one: nothing durable is given up, since the participant's pages are written right after by a transaction
+    that commits normally, and its flush writes this one's log first. SQLite serialises writers anyway; it
+    takes the same decision in Python over the same candidates, in four queries."""
     study = participant.study
     if release_lapsed:
+        lock_study(study.pk)
         _release_lapsed_holds(study)
-    chosen = _next_blocks(study)
-    if not chosen:
-        raise StudyFull(study.slug)
-    # A fresh random key places each block at random among those it now shares a count with.
-    BlockTally.objects.filter(block_id__in=chosen).update(allocated=F("allocated") + 1, shuffle=Random())
-    BlockAssignment.objects.bulk_create(
-        BlockAssignment(study=study, participant=participant, block_id=block_id) for block_id in chosen
-    )
-    return chosen
-
-
-def commit_without_waiting_for_disk() -> None:
-    """Inside the enrolment's first transaction (PostgreSQL): its commit releases the study's lock without
-    waiting for the disk, so newcomers queue behind the choice of blocks only, not behind a disk flush.
-
-    Nothing durable is given up: the participant's pages are written right after by a transaction that
-    commits normally, and its flush writes this one's log too (the log is written in order), before the
-    participant is shown anything."""
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
-            cursor.execute("SET LOCAL synchronous_commit TO OFF")
+            cursor.execute("SELECT surveys_blocks_allocate(%s, %s, %s, %s, %s)",
+                           [study.pk, participant.pk, study.blocks_per_participant, study.judgements_per_block,
+                            _candidates_limit(study)])
+            chosen = cursor.fetchone()[0]
+        if chosen is None:
+            raise StudyClosed(study.slug)
+    else:
+        if not lock_study(study.pk)["is_open"]:
+            raise StudyClosed(study.slug)
+        chosen = _next_blocks(study)
+        if chosen:
+            # A fresh random key places each block at random among those it now shares a count with.
+            BlockTally.objects.filter(block_id__in=chosen).update(allocated=F("allocated") + 1, shuffle=Random())
+            BlockAssignment.objects.bulk_create(
+                BlockAssignment(study=study, participant=participant, block_id=block_id) for block_id in chosen
+            )
+    if not chosen:
+        raise StudyFull(study.slug)
+    return sorted(chosen)
+
+
+def _candidates_limit(study: Study) -> int:
+    # Any k x (widest scenario) blocks hold at least k different scenarios.
+    return study.blocks_per_participant * max(study.scenario_blocks_max, 1)
+
+
+def blocks_pick(candidates: list[tuple[int, int, float, int]], k: int) -> list[int]:
+    """The k blocks to give among ``candidates`` (block, count, random key, scenario), lowest counts first.
+
+    Lowest counts first keeps every count within 1 of the others. Among blocks of one count, each scenario's
+    first block comes before any scenario's second, so a participant is not given two blocks of one prompt
+    when the numbers allow (a block of a scenario already taken at a lower count ranks behind the others);
+    and the scenarios with the most blocks left at that count come first, so that the last blocks of a count,
+    which the next participants must take, are of different prompts too. The same order as the
+    ``ranked``/``picked`` steps of ``surveys_blocks_allocate`` (migration 0012)."""
+    ordered = sorted(candidates, key=lambda c: (c[1], c[2]))
+    left_at_count = Counter((scenario_id, allocated) for _, allocated, _, scenario_id in ordered)
+    seen: Counter = Counter()
+    ranked = []
+    for block_id, allocated, shuffle, scenario_id in ordered:
+        seen[scenario_id] += 1
+        ranked.append((allocated, seen[scenario_id], -left_at_count[scenario_id, allocated], shuffle, block_id))
+    return [block_id for *_, block_id in sorted(ranked)[:k]]
 
 
 def _next_blocks(study: Study) -> list[int]:
-    """The k blocks with the lowest counts below r, ties in random order: one scan of k index entries."""
-    return list(
+    """The k blocks a newcomer gets now (``blocks_pick``), from one scan of k x (widest scenario) index
+    entries: never all the study's blocks."""
+    candidates = list(
         BlockTally.objects.filter(study=study, allocated__lt=study.judgements_per_block)
         .order_by("allocated", "shuffle")
-        .values_list("block_id", flat=True)[: study.blocks_per_participant]
+        .values_list("block_id", "allocated", "shuffle", "scenario_id")[: _candidates_limit(study)]
     )
+    return sorted(blocks_pick(candidates, study.blocks_per_participant))
 
 
 def blocks_preview(*, study: Study) -> list[int]:
@@ -157,10 +207,11 @@ def _lapsed_holds(study: Study):
 def _release_lapsed_holds(study: Study) -> None:
     """Blocks of participants whose hold lapsed go back to the pool (a constant number of queries; the
     lapsed are found by a range scan of an index)."""
-    lapsed = list(_lapsed_holds(study).values_list("pk", "block_id"))
+    lapsed = list(_lapsed_holds(study).values_list("pk", "participant_id", "block_id"))
     if lapsed:
-        BlockAssignment.objects.filter(pk__in=[pk for pk, _ in lapsed]).update(state=State.RELEASED)
-        _tallies_add(Counter(block_id for _, block_id in lapsed), sign=-1)
+        BlockAssignment.objects.filter(pk__in=[pk for pk, _, _ in lapsed]).update(state=State.RELEASED)
+        _tallies_add(Counter(block_id for _, _, block_id in lapsed), sign=-1)
+        _pairs_add({(participant_id, block_id) for _, participant_id, block_id in lapsed}, sign=-1)
 
 
 def enrolment_undo(*, participant_id: int) -> None:
@@ -179,6 +230,54 @@ def _tallies_add(by_block: Counter, *, sign: int) -> None:
     BlockTally.objects.filter(block_id__in=list(by_block)).update(allocated=F("allocated") + change)
 
 
+def _pairs_add(assignments: set[tuple[int, int]], *, sign: int) -> None:
+    """Add ``sign`` to the counter of the pair each (participant, block) in ``assignments`` was shown, for the
+    blocks that show a pair of three or more responses; three queries whatever their number (one when none
+    of the blocks has pair counters)."""
+    if not assignments:
+        return
+    pair_ids = {(block_id, first, second): pk for pk, block_id, first, second in PairTally.objects.filter(
+        block_id__in={block_id for _, block_id in assignments}).values_list("pk", "block_id", "first_id", "second_id")}
+    if not pair_ids:
+        return
+    shown: dict[tuple[int, int], list[int]] = {}
+    for participant_id, block_id, item_id in ItemPlacement.objects.filter(
+            visit__participant_id__in={participant_id for participant_id, _ in assignments},
+            visit__block_id__in={block_id for block_id, _, _ in pair_ids}).values_list(
+            "visit__participant_id", "visit__block_id", "item_id"):
+        if (participant_id, block_id) in assignments:
+            shown.setdefault((participant_id, block_id), []).append(item_id)
+    by_pair = Counter(pair_ids.get((block_id, min(items), max(items))) for (_, block_id), items in shown.items()
+                      if len(items) == 2)
+    by_pair.pop(None, None)
+    if by_pair:
+        change = Case(*(When(pk=pk, then=Value(sign * n)) for pk, n in by_pair.items()), output_field=IntegerField())
+        PairTally.objects.filter(pk__in=list(by_pair)).update(allocated=F("allocated") + change)
+
+
+def _pairs_recount(study: Study) -> None:
+    """Every pair counter from what was shown to participants whose assignment is not released."""
+    tallies = {(t.block_id, t.first_id, t.second_id): t for t in PairTally.objects.filter(block__study=study)}
+    if not tallies:
+        return
+    live = set(BlockAssignment.objects.filter(study=study).exclude(state=State.RELEASED)
+               .values_list("participant_id", "block_id"))
+    shown: dict[tuple[int, int], list[int]] = {}
+    for participant_id, block_id, item_id in ItemPlacement.objects.filter(
+            visit__participant__study=study, visit__participant__is_preview=False,
+            visit__block_id__in={block_id for block_id, _, _ in tallies}).values_list(
+            "visit__participant_id", "visit__block_id", "item_id"):
+        if (participant_id, block_id) in live:
+            shown.setdefault((participant_id, block_id), []).append(item_id)
+    counts = Counter((block_id, min(items), max(items)) for (_, block_id), items in shown.items() if len(items) == 2)
+    changed = []
+    for key, tally in tallies.items():
+        if tally.allocated != counts.get(key, 0):
+            tally.allocated = counts.get(key, 0)
+            changed.append(tally)
+    PairTally.objects.bulk_update(changed, ["allocated"], batch_size=1000)
+
+
 # ----------------------------------------------------------------------- later
 
 
@@ -190,7 +289,9 @@ def assignments_complete(*, participant_id: int) -> None:
     _lock_for_counters(rows[0][2])
     states = {block_id: state for block_id, state, _ in rows}
     BlockAssignment.objects.filter(participant_id=participant_id).exclude(state=State.COMPLETED).update(state=State.COMPLETED)
-    _tallies_add(Counter(block_id for block_id, state in states.items() if state == State.RELEASED), sign=+1)
+    claimed = [block_id for block_id, state in states.items() if state == State.RELEASED]
+    _tallies_add(Counter(claimed), sign=+1)
+    _pairs_add({(participant_id, block_id) for block_id in claimed}, sign=+1)
 
 
 def assignments_release(*, participant_id: int) -> None:
@@ -201,7 +302,9 @@ def assignments_release(*, participant_id: int) -> None:
     _lock_for_counters(rows[0][2])
     states = {block_id: state for block_id, state, _ in rows}
     BlockAssignment.objects.filter(participant_id=participant_id).update(state=State.RELEASED)
-    _tallies_add(Counter(block_id for block_id, state in states.items() if state != State.RELEASED), sign=-1)
+    released = [block_id for block_id, state in states.items() if state != State.RELEASED]
+    _tallies_add(Counter(released), sign=-1)
+    _pairs_add({(participant_id, block_id) for block_id in released}, sign=-1)
 
 
 def _lock_for_counters(study_id: int) -> None:
@@ -245,3 +348,4 @@ def allocation_reconcile(*, study: Study) -> None:
             .order_by().values("block_id").annotate(n=Count("pk")).values("n")
         )
         BlockTally.objects.filter(study=study).update(allocated=Coalesce(Subquery(live), 0))
+        _pairs_recount(study)

@@ -162,7 +162,8 @@ class DemographicAnswerField(forms.CharField):
 
 
 class DemographicsForm(forms.Form):
-    """Every question is optional, and every question accepts "Prefer not to answer".
+    """Every question about the participant is optional and accepts "Prefer not to answer"; a final written
+    question may be required (``asks_required``: the page then says so instead of "every question is optional").
 
     Listed questions (choice, US state) are selects; number and short-text
     questions are typed. The rules live in ``surveys.demographics``.
@@ -183,6 +184,10 @@ class DemographicsForm(forms.Form):
                 required=question.required,
                 error_messages=free_text_messages(),
             )
+
+    @property
+    def asks_required(self) -> bool:
+        return any(question.required for question in self.end_questions)
 
     def controls(self) -> list[Control]:
         out = []

@@ -71,6 +71,9 @@ class Study(models.Model):
     # both empty: everyone judges every block.
     blocks_per_participant = models.PositiveIntegerField(null=True, blank=True)
     judgements_per_block = models.PositiveIntegerField(null=True, blank=True)
+    # The most blocks any one scenario has (set with the counters at load): entry looks at k x this many of
+    # the least-allocated blocks, enough to find k of different prompts whenever the numbers allow.
+    scenario_blocks_max = models.PositiveIntegerField(default=1)
     # Held places (surveys.places): how long a participant in progress keeps a place.
     estimated_minutes = models.PositiveIntegerField(null=True, blank=True)
     hold_minutes = models.PositiveIntegerField(null=True, blank=True)
@@ -614,6 +617,9 @@ class BlockTally(models.Model):
 
     block = models.OneToOneField(Block, on_delete=models.CASCADE, primary_key=True, related_name="tally")
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="block_tallies", db_index=False)
+    # The block's scenario, copied here so that entry reads the least-allocated blocks from one index scan
+    # without a join (surveys.allocation gives a participant blocks of different prompts).
+    scenario = models.ForeignKey(Scenario, on_delete=models.CASCADE, related_name="+", db_index=False, null=True)
     allocated = models.PositiveIntegerField(default=0)
     # A random key, drawn again each time the block is allocated: the order of the blocks that share a count,
     # so the lowest k come from one index scan and are a uniformly random choice among the ties.

@@ -46,7 +46,6 @@ OUTPUT_FORMATS = {".csv": "CSV", ".jsonl": "JSONL", ".parquet": "Parquet"}
 GENERATED_FIELDS = ("scenarios", "blocks")
 # Paths of the definition that the outputs file fills (the rest comes from the template).
 FROM_OUTPUTS = ("scenarios", "blocks", "systems", "conditions")
-REFERENCE_CONDITION = "reference"
 # A study built from outputs has at most this many problems listed (the rest are counted).
 MAX_PROBLEMS = 200
 
@@ -403,7 +402,8 @@ def build_definition(rows: list[OutputRow], template: dict[str, Any], *, name: s
     reference_conditions = template.get("reference_conditions") or []
     if not isinstance(reference_conditions, list):
         reference_conditions = []  # the definition's own check names the problem
-    reference_name = reference_conditions[0] if reference_conditions else REFERENCE_CONDITION
+    # The reference's system and condition are named by the template (a study's word, not the code's).
+    reference_name = reference_conditions[0] if reference_conditions else None
     scenarios: dict[str, dict[str, Any]] = {}
     scenario_lines: dict[str, int] = {}
     blocks: dict[str, _Block] = {}
@@ -446,6 +446,11 @@ def build_definition(rows: list[OutputRow], template: dict[str, Any], *, name: s
             except ValueError:
                 problems.at(row.line, "set", f'set "{v["set"]}" is not a whole number')
         if v.get("reference"):
+            if reference_name is None:
+                problems.at(row.line, "reference", f"{template_name}: reference_conditions: the outputs give a "
+                            "reference response, so the template must name its condition (for example "
+                            "reference_conditions: [reference])")
+                reference_name = ""  # said once
             if block.reference not in (None, v["reference"]):
                 problems.at(row.line, "reference", f"differs from the reference given for block {block_id} on "
                             f"line {block.line}; a block has one reference")

@@ -168,9 +168,8 @@ def _enroll_with_allocation(fields: dict) -> Participant:
     release_lapsed = allocation.lapsed_holds_exist(study=fields["study"])
     try:
         with transaction.atomic():
-            allocation.commit_without_waiting_for_disk()
             participant = Participant.objects.create(**fields)
-            place_confirm(participant=participant)
+            # Takes the study's lock and checks it is open (as place_confirm does), in one round trip.
             block_ids = allocation.blocks_allocate(participant=participant, release_lapsed=release_lapsed)
     except IntegrityError:
         return Participant.objects.get(study=fields["study"], external_id=fields["external_id"])
@@ -216,7 +215,9 @@ def sequence_plan(*, study: Study, rng: random.Random, block_ids: list[int] | No
     if block_ids is None:
         blocks = list(Block.objects.filter(study=study).select_related("scenario").order_by("order", "id"))
     else:  # drawn in order by the seed, whatever order they came in
-        blocks = list(Block.objects.filter(study=study, pk__in=block_ids).select_related("scenario").order_by("id"))
+        # By primary key only: the ids are the study's, and a filter on the study could lead the planner to
+        # read all of its blocks.
+        blocks = list(Block.objects.filter(pk__in=block_ids).select_related("scenario").order_by("id"))
     checks = list(AttentionCheck.objects.filter(study=study).order_by("id"))
     rng.shuffle(blocks)
     pages: list[Block | AttentionCheck] = list(blocks)
@@ -276,17 +277,22 @@ def response_orders(
     equally often. A rotation is identified by the item it puts first, so the
     least-used rotation comes from one aggregate query over first positions.
     """
-    items = Item.objects.filter(study=study)
-    if block_ids is not None:
-        items = items.filter(block_id__in=block_ids)
+    # The given blocks are the study's: by block only, so that the plan reads their items from the block index
+    # (a filter on the study as well can lead PostgreSQL to scan all of the study's items).
+    items = Item.objects.filter(study=study) if block_ids is None else Item.objects.filter(block_id__in=block_ids)
     items_by_block: dict[int, list[int]] = {}
     for item_id, block_id in items.order_by("option", "id").values_list("id", "block_id"):
         items_by_block.setdefault(block_id, []).append(item_id)
     for block_id, pair in (shown or {}).items():
         items_by_block[block_id] = [item_id for item_id in items_by_block[block_id] if item_id in pair]
-    firsts = ItemPlacement.objects.filter(visit__participant__study=study, visit__participant__is_preview=False, position=1)
-    if block_ids is not None:
-        # Only the items this participant is shown: the count stays small whatever the study's size.
+    firsts = ItemPlacement.objects.filter(visit__participant__is_preview=False, position=1)
+    if block_ids is None:
+        firsts = firsts.filter(visit__participant__study=study)
+    else:
+        # Only the items this participant is shown (they are the study's): the plan starts from the item index,
+        # so the count stays small whatever the number of participants. With the study's filter too,
+        # PostgreSQL can start from the study's participants and read every visit (measured: 15 ms at 100
+        # participants, growing with each).
         firsts = firsts.filter(item_id__in=[i for ids in items_by_block.values() for i in ids])
     first_counts = Counter(dict(firsts.values_list("item_id").annotate(n=Count("id")).values_list("item_id", "n")))
     orders = {}

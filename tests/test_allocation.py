@@ -148,6 +148,12 @@ def test_positions_are_counterbalanced_and_checks_inserted_as_today():
     assert set(firsts.values()) == {2} and len(firsts) == 24
 
 
+# Three quick checks before the lock, the participant, the allocation (PostgreSQL: one call of
+# surveys_blocks_allocate; SQLite: lock, candidates, counters, assignments), then the pages (blocks, checks,
+# items, first positions, visits, placements, blocks_assigned); savepoints count too.
+ENTRY_QUERIES = {"postgresql": 16, "sqlite": 19}
+
+
 def test_entry_is_a_constant_number_of_queries_whatever_the_size_of_the_study():
     small = _load(slug="small", n_prompts=6, allocation={"blocks_per_participant": 3, "judgements_per_block": 40})
     large = _load(slug="large", n_prompts=60, allocation={"blocks_per_participant": 3, "judgements_per_block": 40})
@@ -156,8 +162,13 @@ def test_entry_is_a_constant_number_of_queries_whatever_the_size_of_the_study():
     for study, start in ((small, 0), (large, 0), (large, 500)):
         with CaptureQueriesContext(connection) as queries:
             _enrol(study, 1, start=start + 1)
-        counted.append(len(queries))
-    assert counted[0] == counted[1] == counted[2], counted
+        counted.append([q["sql"] for q in queries.captured_queries])
+    assert [len(c) for c in counted] == [ENTRY_QUERIES[connection.vendor]] * 3
+    if connection.vendor == "postgresql":
+        # While the study is locked, one round trip: the counters are read and written by the function only.
+        between = counted[2][counted[2].index(next(q for q in counted[2] if "surveys_blocks_allocate" in q)) - 1:][:3]
+        assert between[0].startswith("INSERT INTO \"surveys_participant\"") and between[2].startswith("RELEASE")
+        assert sum("surveys_blocktally" in q for q in counted[2]) == 1  # the quick check before the lock
 
 
 # --- release --------------------------------------------------------------------------------------
@@ -327,3 +338,76 @@ def test_the_first_participants_are_not_given_neighbouring_blocks_together():
         positions = sorted(order[block] for block in _visited_blocks(participant))
         windows += positions == list(range(positions[0], positions[0] + 4))
     assert windows <= 2  # in definition order, all 10 would be runs of 4 neighbours
+
+
+# --- pair counters follow releases; one prompt per participant ------------------------------------
+
+
+def _shown_pairs(participant) -> Counter:
+    """(block, first item, second item) of each pair ``participant`` was shown, from the stored placements."""
+    items: dict[int, list[int]] = {}
+    for visit_id, block_id, item_id in ItemPlacement.objects.filter(visit__participant=participant).values_list(
+            "visit_id", "visit__block_id", "item_id"):
+        items.setdefault((visit_id, block_id), []).append(item_id)
+    return Counter((block_id, min(ids), max(ids)) for (_, block_id), ids in items.items())
+
+
+def _pair_counts(study) -> Counter:
+    return Counter({(block_id, first, second): n for block_id, first, second, n in PairTally.objects.filter(
+        block__study=study).values_list("block_id", "first_id", "second_id", "allocated") if n})
+
+
+def test_pair_counters_go_down_when_blocks_are_released_and_up_when_claimed_again():
+    study = _load(n_prompts=3, pairwise=True, allocation={"blocks_per_participant": 3, "judgements_per_block": 6})
+    leaver, lapsed, stayer = _enrol(study, 3)
+    assert _pair_counts(study) == _shown_pairs(leaver) + _shown_pairs(lapsed) + _shown_pairs(stayer)
+    services.participant_exit(participant_id=leaver.pk)
+    assert _pair_counts(study) == _shown_pairs(lapsed) + _shown_pairs(stayer)
+    Participant.objects.filter(pk=lapsed.pk).update(hold_expires_at=clock.now() - timedelta(seconds=1))
+    (newcomer,) = _enrol(study, 1, start=3)  # the next entry releases the lapsed hold
+    assert _pair_counts(study) == _shown_pairs(stayer) + _shown_pairs(newcomer)
+    allocation.assignments_complete(participant_id=lapsed.pk)  # finished after all: their pairs count again
+    assert _pair_counts(study) == _shown_pairs(lapsed) + _shown_pairs(stayer) + _shown_pairs(newcomer)
+    # Reconcile finds the same from the facts (the lapsed participant's hold lapsed: released again).
+    PairTally.objects.update(allocated=7)
+    allocation.allocation_reconcile(study=study)
+    assert _pair_counts(study) == _shown_pairs(stayer) + _shown_pairs(newcomer)
+
+
+def test_a_participant_is_not_given_two_blocks_of_one_prompt_when_the_numbers_allow():
+    """Each prompt in 4 blocks (as TIDE shows each scenario four times), 10 prompts, 5 blocks each: every
+    participant can get 5 different prompts, and does, while counts stay within 1."""
+    study = _load(n_prompts=10, blocks_per_prompt=4, allocation={"blocks_per_participant": 5, "judgements_per_block": 3})
+    assert study.scenario_blocks_max == 4
+    scenario = dict(study.blocks.values_list("pk", "scenario_id"))
+    for i in range(study.target_completions):
+        (participant,) = _enrol(study, 1, start=i)
+        prompts = [scenario[block] for block in _visited_blocks(participant)]
+        assert len(prompts) == len(set(prompts)), (i, prompts)
+        counts = _live_counts(study)
+        assert max(counts.values()) - min(counts.values()) <= 1
+    assert set(_live_counts(study).values()) == {3}
+
+
+def test_when_the_numbers_do_not_allow_counts_within_one_come_first():
+    """2 prompts x 4 blocks, 3 blocks each: someone must get two blocks of a prompt; still at most 2 of one."""
+    study = _load(n_prompts=2, blocks_per_prompt=4, allocation={"blocks_per_participant": 3, "judgements_per_block": 3})
+    scenario = dict(study.blocks.values_list("pk", "scenario_id"))
+    for participant in _enrol(study, study.target_completions):
+        prompts = Counter(scenario[block] for block in _visited_blocks(participant))
+        assert max(prompts.values()) <= 2
+        counts = _live_counts(study)
+        assert max(counts.values()) - min(counts.values()) <= 1
+
+
+def test_the_blocks_pick_takes_lowest_counts_first_then_one_block_per_prompt():
+    # (block, count, random key, scenario), in no particular order.
+    candidates = [(1, 0, 0.1, 10), (2, 0, 0.2, 10), (3, 0, 0.3, 11), (4, 1, 0.0, 12), (5, 1, 0.5, 10), (6, 1, 0.4, 13)]
+    assert allocation.blocks_pick(candidates, 2) == [1, 3]  # not 1 and 2: same prompt
+    assert allocation.blocks_pick(candidates, 3) == [1, 3, 2]  # all of count 0 first, even of one prompt
+    assert allocation.blocks_pick(candidates, 4) == [1, 3, 2, 4]  # then prompts not yet taken
+    assert allocation.blocks_pick(candidates, 6) == [1, 3, 2, 4, 6, 5]
+    # Among first blocks, the prompts with the most blocks left at that count first (here prompt 20), so that
+    # the blocks left for the next participants are of different prompts.
+    balanced = [(1, 0, 0.9, 20), (2, 0, 0.8, 20), (3, 0, 0.7, 20), (4, 0, 0.1, 21), (5, 0, 0.2, 22)]
+    assert allocation.blocks_pick(balanced, 2) == [3, 4]

@@ -10,9 +10,11 @@ from bots.drive import run_over_http
 from bots.personas import Persona
 from surveys.coverage import block_coverage_rows
 from surveys.definition import parse_definition
+from surveys.launch import study_launch
 from surveys.loader import study_load
 from surveys.models import Participant
-from tests.support.generated_outputs import definition_from_outputs, outputs_rows, without_sample
+from surveys.outputs import definition_from_outputs
+from tests.support.outputs_files import csv_bytes, outputs_rows, template_bytes
 from tests.support.threads import in_threads
 
 K, R = 4, 3
@@ -20,14 +22,17 @@ K, R = 4, 3
 
 @pytest.mark.slow
 def test_bots_over_http_leave_every_block_with_r_judgements(live_server):
-    rows = outputs_rows(40, seed=11)
-    definition = definition_from_outputs(rows, slug="sampled", sample={"prompts": 12, "seed": 7},
-                                         allocation={"blocks_per_participant": K, "judgements_per_block": R})
+    """Built as ``manage.py new_study`` builds it (surveys.outputs), loaded as a draft and launched."""
+    outputs = csv_bytes(outputs_rows(40))
+    template = template_bytes(slug="sampled", sample={"prompts": 12, "seed": 7}, recruitment={"completion_code": "GEN12"},
+                              allocation={"blocks_per_participant": K, "judgements_per_block": R})
+    definition = definition_from_outputs("outputs.csv", outputs, "template.json", template)
     # The same file and seed draw the same prompts.
-    assert definition == definition_from_outputs(rows, slug="sampled", sample={"prompts": 12, "seed": 7},
-                                                 allocation={"blocks_per_participant": K, "judgements_per_block": R})
-    study = study_load(definition=parse_definition(without_sample(definition))).study
-    assert study.blocks.count() == 12 and study.target_completions == R * 12 // K == 9
+    assert definition == definition_from_outputs("outputs.csv", outputs, "template.json", template)
+    study = study_load(definition=parse_definition(definition), as_draft=True).study
+    study_launch(study=study)
+    study.refresh_from_db()
+    assert study.blocks.count() == 12 and study.target_completions == -(-R * 12 // K) == 9
 
     def judged() -> list[int]:
         return [row["judged"] for row in block_coverage_rows(study)]

@@ -33,3 +33,21 @@ def test_the_heatmap_data_is_each_items_count_minus_an_even_split_over_its_block
             assert row["deviation"] == pytest.approx(n - expected, abs=1e-3)
     # Each item's deviations cancel out: it is shown as often as it is shown.
     assert coverage.groupby("item")["deviation"].sum().abs().max() == pytest.approx(0, abs=0.01)
+
+
+def test_a_large_heatmap_groups_items_and_keeps_the_worst_deviation():
+    from surveys.monitoring import heatmap_rows
+
+    # 250 items of 2 positions: item i shown 4 times, at position 1 i % 5 times (so deviation i % 5 - 2).
+    coverage = [{"item": f"I{i}", "block": f"B{i}", "position": p, "n": (i % 5) if p == 1 else 4 - i % 5,
+                 "expected": 2.0, "deviation": float((i % 5) - 2 if p == 1 else 2 - i % 5)}
+                for i in range(250) for p in (1, 2)]
+    assert heatmap_rows(coverage[:200], limit=100) == coverage[:200]  # 100 items: one row each
+    grouped = heatmap_rows(coverage, limit=100)
+    labels = list(dict.fromkeys(row["item"] for row in grouped))
+    assert len(labels) == 84 and labels[0] == "items 1-3 (worst)" and labels[-1] == "items 250-250 (worst)"
+    first = {row["position"]: row for row in grouped if row["item"] == labels[0]}
+    # Items 0, 1, 2: position 1 shown 0 + 1 + 2 times against 6 expected; deviations -2, -1, 0: worst -2.
+    assert (first[1]["n"], first[1]["expected"], first[1]["deviation"]) == (3, 6.0, -2.0)
+    assert (first[2]["n"], first[2]["deviation"]) == (9, 2.0)
+    assert sum(row["n"] for row in grouped) == sum(row["n"] for row in coverage)

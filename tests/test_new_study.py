@@ -146,12 +146,22 @@ def test_a_reference_column_adds_a_reference_response_to_each_block(tmp_path):
     for row in rows:
         row["reference"] = f'What a counselor wrote to {row["prompt_id"]}.'
     definition = new_study(tmp_path, csv_bytes(rows), template_bytes(comparison={"baseline": "base",
-                                                                                 "treatment": "tuned"}))
-    assert definition["reference_conditions"] == ["reference"]
-    assert definition["conditions"] == ["base", "tuned", "reference"]
+                                                                                 "treatment": "tuned"},
+                                                                     reference_conditions=["counselor"]))
+    # The template names the reference (the study's word, not the code's).
+    assert definition["reference_conditions"] == ["counselor"]
+    assert definition["conditions"] == ["base", "tuned", "counselor"]
     last = definition["blocks"][1]["responses"][-1]
-    assert last == {"id": "P00002-R3", "option": 3, "system": "reference", "condition": "reference",
+    assert last == {"id": "P00002-R3", "option": 3, "system": "counselor", "condition": "counselor",
                     "text": "What a counselor wrote to P00002."}
+
+
+def test_a_reference_column_without_the_templates_reference_conditions_is_refused(tmp_path):
+    rows = [{**row, "reference": "What a counselor wrote." if i == 1 else ""}  # line 3 (the header is line 1)
+            for i, row in enumerate(outputs_rows(2, ("a", "b")))]
+    message = refused(tmp_path, csv_bytes(rows), template_bytes())
+    assert ("outputs.csv:3:reference: template.json: reference_conditions: the outputs give a reference response, so "
+            "the template must name its condition") in message.replace(str(tmp_path) + "/", "")
 
 
 @pytest.mark.parametrize("fmt", ["jsonl", "parquet"])

@@ -154,3 +154,24 @@ def test_bots_over_http_answer_a_required_final_question(live_server, why_requir
         assert [ack.status for ack in run.acknowledged if ack.status != 303] == []
     for participant in Participant.objects.filter(study=why_required):
         assert len(_why_answers(participant)) == 1
+
+
+# --- what the final page says --------------------------------------------------------------------
+
+
+def _final_page_text(client, study, steps) -> str:
+    _through_blocks(client, study, steps)
+    response, spec = steps.page(client, study)
+    assert spec.kind == "demographics"
+    return response.content.decode()
+
+
+def test_the_final_page_does_not_call_every_question_optional_when_one_is_required(client, why_required, steps):
+    page = _final_page_text(client, why_required, steps)
+    assert "Every question is optional" not in page
+    assert '<p>A written question not marked "(optional)" needs an answer.</p>' in page
+
+
+def test_the_final_page_says_every_question_is_optional_when_none_is_required(client, db, steps):
+    page = _final_page_text(client, most_least_with_why("why-optional", required=False), steps)
+    assert "Every question is optional" in page and "needs an answer" not in page

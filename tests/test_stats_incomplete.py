@@ -161,3 +161,39 @@ def test_a_study_that_allocates_blocks_is_an_incomplete_design_for_its_analyses(
     assert design.complete_blocks is False
     options = design.options_for(registry.ANALYSES["dimension_wilcoxon"].design_options)
     assert options["complete_blocks"] is False
+
+
+def test_alpha_per_scenario_and_descriptives_equal_one_computation_per_group():
+    """The per-scenario alpha and the descriptives are computed for all groups at once (issue 25's size: 2,000
+    scenarios); each group computed on its own (alpha_from_values, mean_ci) gives the same, on an incomplete
+    design with a scenario whose units have one rating each."""
+    import numpy as np
+    import pandas as pd
+
+    from analysis.stats.comparisons import descriptives
+    from analysis.stats.primitives import mean_ci
+    from analysis.stats.reliability import alpha_from_values, krippendorff_alpha
+
+    rng = np.random.default_rng(1)
+    n = 4000
+    df = pd.DataFrame({"participant_id": rng.integers(0, 80, n), "scenario": rng.integers(0, 60, n).astype(str),
+                       "model": rng.choice(list("ABCD"), n), "condition": rng.choice(["b", "t"], n),
+                       "rating": rng.integers(1, 6, n).astype(float), "dimension": rng.choice(["x", "y"], n)})
+    df["response_id"] = df["scenario"] + "-" + df["model"] + df["condition"]
+    df.loc[:5, "scenario"] = "lonely"
+    df.loc[:5, "response_id"] = [f"solo{i}" for i in range(6)]
+    for level in ("ordinal", "interval", "nominal", "ratio"):
+        table = krippendorff_alpha(df, level).set_index(["dimension", "scenario"])
+        data = df.drop_duplicates(subset=["participant_id", "response_id", "dimension"])
+        for dimension, rows in data.groupby("dimension"):
+            for scenario, cells in [("all", rows), *rows.groupby("scenario")]:
+                one = alpha_from_values(cells["response_id"].to_numpy(), cells["rating"].to_numpy(), level)
+                got = table.loc[(dimension, scenario)]
+                assert got["alpha"] == pytest.approx(one["alpha"], abs=1e-12, nan_ok=True), (level, scenario)
+                assert (got["n_units"], got["n_values"], got["n_raters"]) == (
+                    one["n_units"], one["n_values"], cells["participant_id"].nunique())
+        assert "no unit has two or more ratings" in table.loc[("x", "lonely"), "note"] + table.loc[("y", "lonely"), "note"]
+    table = descriptives(df).set_index(["model", "condition", "scenario", "dimension"])
+    for key, cells in df.groupby(["model", "condition", "scenario", "dimension"]):
+        for field, value in mean_ci(cells["rating"].to_numpy()).items():
+            assert table.loc[key, field] == pytest.approx(value, abs=1e-12, nan_ok=True), (key, field)

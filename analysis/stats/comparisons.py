@@ -20,7 +20,7 @@ import pandas as pd
 from scipy import stats
 
 from analysis.stats.primitives import (
-    _join_notes, _missing_columns_note, _note_frame,
+    CONFIDENCE, _join_notes, _missing_columns_note, _note_frame,
     _single_dimension, holm, mean_ci, rank_biserial,
 )
 
@@ -235,17 +235,23 @@ def descriptives(
         return _note_frame(DESCRIPTIVES_COLUMNS, problem)
     data = ratings.dropna(subset=[rating])
     data = data.assign(_dimension=data[dimension_column] if dimension_column in data.columns else "")
-    rows = []
-    for (system, condition_id, scenario_id, dimension_id), cells in data.groupby(
-        [model, condition, scenario, "_dimension"], sort=True
-    ):
-        summary = mean_ci(cells[rating].to_numpy(dtype=float))
-        rows.append({"model": system, "condition": condition_id, "scenario": scenario_id,
-                     "dimension": dimension_id, **summary,
-                     "note": "" if summary["n"] >= 2 else "n < 2: no SD or CI"})
-    if not rows:
+    # mean_ci of every group at once (one call per group took 13 s at 8,000 groups).
+    values = data[rating].astype(float)
+    data = data.assign(**{rating: values.where(np.isfinite(values))})
+    grouped = data.groupby([model, condition, scenario, "_dimension"], sort=True)[rating]
+    table = grouped.agg(["count", "mean", "std"])
+    if table.empty:
         return _note_frame(DESCRIPTIVES_COLUMNS, "no ratings")
-    return pd.DataFrame(rows, columns=DESCRIPTIVES_COLUMNS)
+    n = table["count"].to_numpy(dtype=np.int64)
+    sd = np.where(n >= 2, table["std"].to_numpy(dtype=float), np.nan)
+    mean = np.where(n >= 1, table["mean"].to_numpy(dtype=float), np.nan)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        half_width = stats.t.ppf((1 + CONFIDENCE) / 2, np.maximum(n - 1, 1)) * sd / np.sqrt(n)
+    keys = table.index.to_frame(index=False)
+    keys.columns = ["model", "condition", "scenario", "dimension"]
+    out = keys.assign(n=n, mean=mean, sd=sd, ci_low=mean - half_width, ci_high=mean + half_width,
+                      note=np.where(n >= 2, "", "n < 2: no SD or CI"))
+    return out[DESCRIPTIVES_COLUMNS]
 
 
 # ---------------------------------------------------------------------------

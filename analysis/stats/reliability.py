@@ -69,15 +69,54 @@ def alpha_from_values(units: Sequence[Any], values: Sequence[float], measurement
     weights = 1.0 / (per_unit - 1)
     # o_ck = sum_u (n_uc n_uk - [c == k] n_uc) / (m_u - 1)
     coincidences = (counts.T * weights) @ counts - np.diag((counts * weights[:, None]).sum(axis=0))
+    return {**result, **_alpha_of_coincidences(coincidences, categories, measurement)}
+
+
+def _alpha_of_coincidences(coincidences: np.ndarray, categories: np.ndarray, measurement: str) -> dict[str, Any]:
+    """Alpha from a coincidence matrix. Categories no value of it took (zero margins) change nothing: their
+    rows and columns are zero, and they add nothing to the ordinal distances between the others."""
     marginals = coincidences.sum(axis=1)
     total = marginals.sum()
     distances = _squared_distances(categories, marginals, measurement)
     expected = (np.outer(marginals, marginals) * distances).sum()
     if expected == 0:
-        result["note"] = "all pairable ratings identical: alpha undefined"
-        return result
-    result["alpha"] = float(1 - (total - 1) * (coincidences * distances).sum() / expected)
-    return result
+        return {"alpha": np.nan, "note": "all pairable ratings identical: alpha undefined"}
+    return {"alpha": float(1 - (total - 1) * (coincidences * distances).sum() / expected), "note": ""}
+
+
+def _alpha_by_group(groups: np.ndarray, units: np.ndarray, values: np.ndarray,
+                    measurement: str) -> dict[Any, dict[str, Any]]:
+    """``alpha_from_values`` of every group's rows at once (a unit belongs to one group): the per-unit
+    coincidences are computed once and summed per group, so 2,000 scenarios cost one pass, not 2,000
+    (23 s at 2,000 prompts x 4 systems before)."""
+    unit_index, _ = pd.factorize(pd.Series(units), sort=True)
+    group_index, group_keys = pd.factorize(pd.Series(groups), sort=True)
+    categories, value_index = np.unique(np.asarray(values, dtype=float), return_inverse=True)
+    n_units = unit_index.max() + 1 if unit_index.size else 0
+    counts = np.zeros((n_units, categories.size))
+    np.add.at(counts, (unit_index, value_index), 1.0)
+    unit_group = np.zeros(n_units, dtype=np.int64)
+    unit_group[unit_index] = group_index
+    per_unit = counts.sum(axis=1)
+    keep = per_unit >= 2
+    counts, per_unit, unit_group = counts[keep], per_unit[keep], unit_group[keep]
+    weighted = counts / (per_unit - 1)[:, None]
+    per_unit_coincidences = weighted[:, :, None] * counts[:, None, :]
+    diagonal = np.arange(categories.size)
+    per_unit_coincidences[:, diagonal, diagonal] -= weighted
+    by_group = np.zeros((len(group_keys), categories.size, categories.size))
+    np.add.at(by_group, unit_group, per_unit_coincidences)
+    units_in = np.bincount(unit_group, minlength=len(group_keys))
+    values_in = np.bincount(unit_group, weights=per_unit, minlength=len(group_keys))
+    out = {}
+    for g, key in enumerate(group_keys):
+        result = {"alpha": np.nan, "n_units": int(units_in[g]), "n_values": int(values_in[g]), "note": ""}
+        if units_in[g] == 0:
+            result["note"] = "no unit has two or more ratings"
+        else:
+            result.update(_alpha_of_coincidences(by_group[g], categories, measurement))
+        out[key] = result
+    return out
 
 
 def krippendorff_alpha(
@@ -115,12 +154,17 @@ def krippendorff_alpha(
     duplicate_note = f"{before - len(data)} repeated ratings ignored" if len(data) < before else ""
     rows = []
     for dimension_id, dimension_rows in data.groupby("_dimension", sort=True):
-        subsets = [("all", dimension_rows), *dimension_rows.groupby(scenario, sort=True)]
-        for scenario_id, cells in subsets:
-            result = alpha_from_values(cells[response].to_numpy(), cells[rating].to_numpy(dtype=float), level)
+        units = dimension_rows[response].to_numpy()
+        values = dimension_rows[rating].to_numpy(dtype=float)
+        overall = alpha_from_values(units, values, level)
+        per_scenario = _alpha_by_group(dimension_rows[scenario].to_numpy(), units, values, level)
+        raters = dimension_rows.groupby(scenario, sort=True)[participant].nunique()
+        subsets = [("all", overall, dimension_rows[participant].nunique()),
+                   *((key, per_scenario[key], raters[key]) for key in raters.index)]
+        for scenario_id, result, n_raters in subsets:
             rows.append({"scenario": scenario_id, "dimension": dimension_id, "measurement": level,
                          "alpha": result["alpha"], "n_units": result["n_units"],
-                         "n_raters": cells[participant].nunique(), "n_values": result["n_values"],
+                         "n_raters": int(n_raters), "n_values": result["n_values"],
                          "note": _join_notes(duplicate_note, result["note"])})
     if not rows:
         return _note_frame(ALPHA_COLUMNS, "no ratings")
