@@ -18,7 +18,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_POST
 
-from surveys.permissions import Capability, require, studies_visible_to
+from surveys.permissions import Capability, can, require, studies_visible_to
 from surveys.signals import announce_action
 from surveys.monitoring import dashboard_snapshot
 from web.security import chart_page_csp
@@ -214,7 +214,9 @@ def export_list(request: HttpRequest, slug: str) -> HttpResponse:
     study = require(request.user, slug, Capability.EXPORT, request=request)
     run = selectors.analysis_run_latest_done(study=study)
     files = [(name, exports.EXPORTS[name]) for name in exports.exports_of(run)] if run else []
-    return render(request, "researcher/exports.html", {"study": study, "run": run, "files": files})
+    return render(request, "researcher/exports.html", {
+        "study": study, "run": run, "files": files,
+        "can_identifiers": can(request.user, study, Capability.IDENTIFIERS)})
 
 
 @login_required
