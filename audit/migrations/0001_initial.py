@@ -23,12 +23,12 @@ DROP FUNCTION IF EXISTS audit_event_append_only();
 
 def trigger_create(apps, schema_editor):
     if schema_editor.connection.vendor == "postgresql":  # SQLite (development, the fast tests): the model's guards only
-        schema_editor.execute(TRIGGER_SQL)
+        schema_editor.execute(TRIGGER_SQL, params=None)  # None: the "%" of RAISE is no placeholder
 
 
 def trigger_drop(apps, schema_editor):
     if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute(REVERSE_SQL)
+        schema_editor.execute(REVERSE_SQL, params=None)
 
 
 class Migration(migrations.Migration):
