@@ -273,3 +273,30 @@ def test_the_command_refuses_an_unknown_study(db):
 
     with pytest.raises(CommandError, match="No study"):
         call_command("audit", "--study", "no-such-study", stdout=io.StringIO())
+
+
+def test_prolific_creation_state_changes_approvals_and_rejections_are_audited(owner_client, prolific, done_run):
+    from analysis.models import ParticipantResult
+    from prolific import selectors as prolific_selectors
+    from prolific import services as prolific_services
+    from surveys.models import Participant
+
+    slug = done_run.study.slug
+    assert owner_client.post(f"/studies/{slug}/prolific/create/",
+                             {"reward_cents": "200", "estimated_minutes": "15"}).status_code == 200
+    assert owner_client.post(f"/studies/{slug}/prolific/publish/").status_code == 200
+    panel = done_run.study.panel_study
+    for participant in Participant.objects.filter(study=done_run.study):
+        prolific.add_submission(panel.prolific_id, participant.external_id)
+    prolific_services.panel_submissions_sync(panel=panel)
+    ParticipantResult.objects.filter(run=done_run).update(payable=True, reject_reason="")
+    first = ParticipantResult.objects.filter(run=done_run).order_by("participant_id").first()
+    ParticipantResult.objects.filter(pk=first.pk).update(payable=False, reject_reason="too_fast")
+    plan = prolific_selectors.review_plan(panel=panel)
+    approve = len(plan.of("approve"))
+    assert owner_client.post(f"/studies/{slug}/prolific/review/", {"plan": plan.fingerprint}).status_code == 200
+    trail = [(e.action, e.detail) for e in rows(study_slug=slug, action__startswith="prolific.")]
+    assert trail == [("prolific.create", "reward 200 cents"), ("prolific.publish", "now ACTIVE"),
+                     ("prolific.approve", f"{approve} submissions approved"),
+                     ("prolific.reject", "1 submissions rejected")]
+    assert all(first.participant.external_id not in detail for _, detail in trail)  # counts, never panel ids
