@@ -1,7 +1,7 @@
 """REST endpoints of the analysis app: runs, result tables, exports and imports.
 
 Same rules as the researcher pages: the study is resolved through
-``study_for_user`` (404 for a study one may not see), reads come from
+``surveys.permissions.require`` (404 outside the study's team, 403 for a role without the API), reads come from
 selectors and writes from one service per view.
 """
 
@@ -23,7 +23,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from surveys.access import studies_visible_to, study_for_user
+from surveys.permissions import Capability, require, studies_visible_to
+from surveys.signals import announce_action
 from surveys.api import ApiAutoSchema, ErrorSerializer
 from web.throttles import UserRateThrottle
 from surveys.coverage import block_coverage_rows, coverage_summary
@@ -68,9 +69,9 @@ class RunNotDone(APIException):
 
 
 def _run_or_404(request: Request, *, run_id: int, slug: str | None = None) -> AnalysisRun:
-    studies = studies_visible_to(request.user)
+    studies = studies_visible_to(request.user, Capability.EXPORT)
     if slug is not None:
-        studies = studies.filter(pk=study_for_user(request.user, slug).pk)
+        studies = studies.filter(pk=require(request.user, slug, Capability.EXPORT, request=request).pk)
     run = selectors.analysis_run_in(studies=studies, run_id=run_id)
     if run is None:
         raise NotFound("No such analysis run.")
@@ -94,12 +95,14 @@ class RunList(_ThrottlePosts, generics.ListAPIView):
     schema = ApiAutoSchema()
 
     def get_queryset(self):
-        return selectors.analysis_runs_of(study=study_for_user(self.request.user, self.kwargs["slug"]))
+        return selectors.analysis_runs_of(study=require(self.request.user, self.kwargs["slug"], Capability.EXPORT, request=self.request))
 
     @extend_schema(request=None, responses={202: RunCreatedSerializer})
     def post(self, request: Request, slug: str) -> Response:
-        study = study_for_user(request.user, slug)
+        study = require(request.user, slug, Capability.RUN, request=request)
         run = runs.analysis_run_create(study=study, requested_by=request.user.get_username())
+        announce_action(actor=request.user, study=study, action="run.start", object=f"run {run.pk}", detail="API",
+                        request=request)
         body = {"id": run.pk, "status": run.status, "status_url": reverse("api-run-detail", kwargs={"run_id": run.pk})}
         return Response(RunCreatedSerializer(body).data, status=status.HTTP_202_ACCEPTED)
 
@@ -190,7 +193,8 @@ _DOWNLOAD_FORMATS = ("json", "csv")
 
 
 def _export_response(request: Request, slug: str, name: str) -> StreamingHttpResponse:
-    study = study_for_user(request.user, slug)
+    study = require(request.user, slug, Capability.IDENTIFIERS if name == "identifiers" else Capability.EXPORT,
+                    request=request)
     wanted = request.query_params.get("format")
     if wanted is not None and wanted not in _DOWNLOAD_FORMATS:
         # DRF answers an unknown format with 404 but lets an empty one through; both are bad input.
@@ -198,7 +202,11 @@ def _export_response(request: Request, slug: str, name: str) -> StreamingHttpRes
     try:
         run = exports.export_run(study=study)
         # export_csv raises ExportUnavailable before any byte is sent.
-        return _streamed_csv(*exports.export_csv(run=run, what=name), exports.EXPORTS[name].filename)
+        response = _streamed_csv(*exports.export_csv(run=run, what=name), exports.EXPORTS[name].filename)
+        announce_action(actor=request.user, study=study,
+                        action="export.identifiers" if name == "identifiers" else "export.download",
+                        object=exports.EXPORTS[name].filename, detail=f"run {run.pk}, API", request=request)
+        return response
     except exports.ExportUnavailable as exc:
         raise NotFound(str(exc)) from None
 
@@ -216,7 +224,7 @@ class Coverage(APIView):
 
     @extend_schema(responses={200: CoverageSerializer})
     def get(self, request: Request, slug: str) -> Response:
-        study = study_for_user(request.user, slug)
+        study = require(request.user, slug, Capability.EXPORT, request=request)
         rows = block_coverage_rows(study)
         return Response(CoverageSerializer({**coverage_summary(study, rows), "rows": rows}).data)
 
@@ -228,7 +236,7 @@ class ExportList(APIView):
 
     @extend_schema(responses={200: ExportSerializer(many=True)})
     def get(self, request: Request, slug: str) -> Response:
-        study = study_for_user(request.user, slug)
+        study = require(request.user, slug, Capability.EXPORT, request=request)
         run = selectors.analysis_run_latest_done(study=study)
         names = exports.exports_of(run) if run else []
         body = [
@@ -252,7 +260,7 @@ class ExportDownload(APIView):
     )
     def get(self, request: Request, slug: str, name: str) -> StreamingHttpResponse:
         if name not in exports.PSEUDONYMOUS_EXPORTS:
-            study_for_user(request.user, slug)  # an unknown study is still "no such study"
+            require(request.user, slug, Capability.EXPORT, request=request)  # an unknown study is still "no such study"
             raise NotFound(f'No export "{name}".')
         return _export_response(request, slug, name)
 
@@ -260,7 +268,8 @@ class ExportDownload(APIView):
 class IdentifiersDownload(APIView):
     """identifiers.csv: pseudonym -> panel id, payable, reject reason, completion code.
 
-    Restricted: only the study's owners and staff (anyone else gets 404). Use it
+    Restricted: only the study's owners and staff (404 outside the team, 403 for other roles, and the
+    attempt is in the audit trail). Use it
     to pay and reject on the panel; never keep it with the research data.
     """
 
@@ -278,7 +287,7 @@ class _ExportRecords(generics.ListAPIView):
     schema = ApiAutoSchema()
 
     def get_queryset(self):
-        study = study_for_user(self.request.user, self.kwargs["slug"])
+        study = require(self.request.user, self.kwargs["slug"], Capability.EXPORT, request=self.request)
         try:
             self.run = exports.export_run(study=study)
         except exports.ExportUnavailable as exc:
@@ -351,7 +360,7 @@ class ResponsesImport(_ThrottlePosts, APIView):
                    responses={201: ImportReportSerializer,
                               400: _IMPORT_PROBLEMS})
     def post(self, request: Request, slug: str) -> Response:
-        study = study_for_user(request.user, slug)
+        study = require(request.user, slug, Capability.MANAGE, request=request)
         upload = ResponsesImportSerializer(data=request.data)
         upload.is_valid(raise_exception=True)
         try:
@@ -371,7 +380,7 @@ class GoldImport(_ThrottlePosts, APIView):
     @extend_schema(request={"multipart/form-data": GoldImportSerializer},
                    responses={201: GoldImportReportSerializer, 400: _IMPORT_PROBLEMS})
     def post(self, request: Request, slug: str) -> Response:
-        study = study_for_user(request.user, slug)
+        study = require(request.user, slug, Capability.MANAGE, request=request)
         upload = GoldImportSerializer(data=request.data)
         upload.is_valid(raise_exception=True)
         try:

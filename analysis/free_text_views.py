@@ -1,7 +1,7 @@
 """The researchers' page of written answers: filter by question and block, search the text, read each
 answer beside the block's prompt and the responses the participant saw.
 
-Owner-only like every researcher page (``study_for_user``: 404 for a study one may not see). Filters are
+Owners and analysts (``Capability.EXPORT``: 404 outside the team, 403 for other roles). Filters are
 GET parameters checked by ``FreeTextFilterForm``; a bad one is answered 400 with its message, never 500.
 """
 
@@ -14,7 +14,7 @@ from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from surveys.access import study_for_user
+from surveys.permissions import Capability, require
 from surveys.questions.controls import letter_label
 from surveys.models import FreeTextAnswer, ItemPlacement
 
@@ -53,7 +53,7 @@ def shown_responses(answer: FreeTextAnswer, *, letter_labels: bool) -> list[Show
 
 @login_required
 def free_text_answers(request: HttpRequest, slug: str) -> HttpResponse:
-    study = study_for_user(request.user, slug)
+    study = require(request.user, slug, Capability.EXPORT, request=request)
     form = FreeTextFilterForm(
         request.GET,
         question_keys=list(study.free_text_questions.values_list("key", flat=True)),

@@ -1,7 +1,7 @@
 """The researchers' "Preview and launch" page of a study: its state (draft, open, closed), the sequence a new
 participant would get (``surveys.preview``), a click-through of it that records nothing, and the Launch button.
 
-Owners (and staff, as on every researcher page) only; anyone else gets 404.
+Owners (and staff) only: 404 outside the team, 403 for other roles.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
 from surveys import launch, preview
-from surveys.access import study_for_user
+from surveys.permissions import Capability, require
 
 #: The page lists at most this many pages of the sequence (a study showing everyone 2,000 blocks has 2,000).
 PAGES_SHOWN = 200
@@ -19,9 +19,9 @@ PAGES_SHOWN = 200
 
 @login_required
 def launch_page(request: HttpRequest, slug: str) -> HttpResponse:
-    study = study_for_user(request.user, slug)
+    study = require(request.user, slug, Capability.MANAGE, request=request)
     if request.method == "POST":
-        launch.study_launch(study=study)
+        launch.study_launch(study=study, actor=request.user, request=request)
         return redirect("researcher:launch", slug=study.slug)
     seed = preview.preview_seed_from(request.GET.get("seed", ""))
     rows = preview.allocation_rows(study=study, plan=preview.allocation_preview(study=study, seed=seed))

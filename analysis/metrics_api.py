@@ -9,7 +9,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from surveys.access import study_for_user
+from surveys.permissions import Capability, require
+from surveys.signals import announce_action
 from surveys.api import ApiAutoSchema, ErrorSerializer
 
 from . import metrics_run, runs, selectors
@@ -60,7 +61,7 @@ class MetricsRuns(APIView):
 
     @extend_schema(responses={200: MetricsRunSerializer})
     def get(self, request: Request, slug: str) -> Response:
-        study = study_for_user(request.user, slug)
+        study = require(request.user, slug, Capability.EXPORT, request=request)
         run = selectors.metrics_run_latest(study=study)
         if run is None:
             return Response({"detail": "No metrics run yet."}, status=status.HTTP_404_NOT_FOUND)
@@ -68,8 +69,10 @@ class MetricsRuns(APIView):
 
     @extend_schema(request=None, responses={202: MetricsRunSerializer})
     def post(self, request: Request, slug: str) -> Response:
-        study = study_for_user(request.user, slug)
+        study = require(request.user, slug, Capability.RUN, request=request)
         run = runs.metrics_run_create(study=study, requested_by=request.user.get_username())
+        announce_action(actor=request.user, study=study, action="run.start", object=f"metrics run {run.pk}",
+                        detail="API", request=request)
         run.refresh_from_db()
         body = MetricsRunSerializer(run).data
         reason = metrics_run.unavailable_reason()
@@ -93,7 +96,7 @@ class Predict(APIView):
                               409: OpenApiResponse(ErrorSerializer, description="no predictor fitted for the study yet"),
                               503: OpenApiResponse(ErrorSerializer, description="no metrics stack on this server")})
     def post(self, request: Request, slug: str) -> Response:
-        study = study_for_user(request.user, slug)
+        study = require(request.user, slug, Capability.RUN, request=request)
         payload = PredictRequestSerializer(data=request.data)
         payload.is_valid(raise_exception=True)
         try:

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import free_text_views, launch_views, new_study_views, rater_link_views, views, withdrawal_views
+from . import free_text_views, launch_views, new_study_views, rater_link_views, team_views, views, withdrawal_views
 
 app_name = "researcher"
 urlpatterns = [
@@ -20,6 +20,7 @@ urlpatterns = [
          name="metrics_table_csv"),
     path("studies/<slug:slug>/import/", views.import_data, name="import"),
     path("studies/<slug:slug>/launch/", launch_views.launch_page, name="launch"),
+    path("studies/<slug:slug>/team/", team_views.team_page, name="team"),
     path("studies/<slug:slug>/raters/", rater_link_views.rater_links_page, name="raters"),
     path("studies/<slug:slug>/raters/<int:link_id>/revoke/", rater_link_views.rater_link_revoke, name="rater_revoke"),
     path("studies/<slug:slug>/participants/delete/", withdrawal_views.participant_delete_page,

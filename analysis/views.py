@@ -1,7 +1,7 @@
 """Researcher pages: study list, live dashboard, analysis runs, results, exports, imports.
 
-Every view resolves the study through ``study_for_user`` (404 for a study the
-user may not see) and stays thin: reads come from selectors, writes from services (``runs`` for runs).
+Every view resolves the study through ``surveys.permissions.require`` with the capability it needs
+(404 outside the study's team, 403 for a role without it) and stays thin: reads come from selectors, writes from services (``runs`` for runs).
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_POST
 
-from surveys.access import studies_visible_to, study_for_user
+from surveys.permissions import Capability, can, require, studies_visible_to
+from surveys.signals import announce_action
 from surveys.monitoring import dashboard_snapshot
 from web.security import chart_page_csp
 
@@ -60,7 +61,7 @@ def _run_context(study) -> dict:
 @login_required
 @chart_page_csp
 def dashboard(request: HttpRequest, slug: str) -> HttpResponse:
-    study = study_for_user(request.user, slug)
+    study = require(request.user, slug, Capability.VIEW, request=request)
     snapshot = dashboard_snapshot(study)
     funnel_rows = [(key, label, snapshot["funnel"][key]) for key, label in FUNNEL_LABELS]
     return render(request, "researcher/dashboard.html",
@@ -69,7 +70,7 @@ def dashboard(request: HttpRequest, slug: str) -> HttpResponse:
 
 @login_required
 def dashboard_data(request: HttpRequest, slug: str) -> JsonResponse:
-    study = study_for_user(request.user, slug)
+    study = require(request.user, slug, Capability.VIEW, request=request)
     run_html = render_to_string("researcher/_run_status.html", _run_context(study), request=request)
     return JsonResponse({**dashboard_snapshot(study), "run_html": run_html})
 
@@ -77,15 +78,16 @@ def dashboard_data(request: HttpRequest, slug: str) -> JsonResponse:
 @login_required
 @require_POST
 def run_start(request: HttpRequest, slug: str) -> HttpResponse:
-    study = study_for_user(request.user, slug)
+    study = require(request.user, slug, Capability.RUN, request=request)
     run = runs.analysis_run_create(study=study, requested_by=request.user.get_username())
+    announce_action(actor=request.user, study=study, action="run.start", object=f"run {run.pk}", request=request)
     # Straight to the run's own page, which shows its tables as they land (queued until a worker takes it).
     return redirect("researcher:results", slug=study.slug, run_id=run.pk)
 
 
 @login_required
 def run_status(request: HttpRequest, slug: str, run_id: int) -> JsonResponse:
-    study = study_for_user(request.user, slug)
+    study = require(request.user, slug, Capability.VIEW, request=request)
     run = get_object_or_404(AnalysisRun, study=study, pk=run_id)
     return JsonResponse({"id": run.pk, "status": run.status, "step": run.step, "error": run.error,
                          "failures": run.failures, "pending": run.pending, "created_at": run.created_at,
@@ -112,7 +114,7 @@ def _table_for_display(frame, *, level: str):
 @chart_page_csp
 def results(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
     """A run's tables and figures; while it is queued or runs, those landed so far and a list of those to come."""
-    study = study_for_user(request.user, slug)
+    study = require(request.user, slug, Capability.VIEW, request=request)
     run = get_object_or_404(AnalysisRun, study=study, pk=run_id,
                             status__in=[AnalysisRun.Status.QUEUED, AnalysisRun.Status.RUNNING, AnalysisRun.Status.DONE])
     level = request.GET.get("level", "participant")
@@ -167,7 +169,7 @@ def _still_computing(run: AnalysisRun) -> list[str] | None:
 @login_required
 def import_data(request: HttpRequest, slug: str) -> HttpResponse:
     """Upload responses collected elsewhere, or gold scores; all-or-nothing with every problem listed."""
-    study = study_for_user(request.user, slug)
+    study = require(request.user, slug, Capability.MANAGE, request=request)
     responses_form, gold_form = ResponsesImportForm(), GoldImportForm()
     problems, report, status = [], None, 200
     if request.method == "POST":
@@ -209,15 +211,18 @@ def _csv_batches_response(request: HttpRequest, batches, filename: str) -> Strea
 
 @login_required
 def export_list(request: HttpRequest, slug: str) -> HttpResponse:
-    study = study_for_user(request.user, slug)
+    study = require(request.user, slug, Capability.EXPORT, request=request)
     run = selectors.analysis_run_latest_done(study=study)
     files = [(name, exports.EXPORTS[name]) for name in exports.exports_of(run)] if run else []
-    return render(request, "researcher/exports.html", {"study": study, "run": run, "files": files})
+    return render(request, "researcher/exports.html", {
+        "study": study, "run": run, "files": files,
+        "can_identifiers": can(request.user, study, Capability.IDENTIFIERS)})
 
 
 @login_required
 def export_download(request: HttpRequest, slug: str, name: str) -> HttpResponse:
-    study = study_for_user(request.user, slug)
+    study = require(request.user, slug, Capability.IDENTIFIERS if name == "identifiers" else Capability.EXPORT,
+                    request=request)
     if name not in exports.EXPORTS:
         raise Http404("No such export")
     if name == "identifiers" and request.GET.get("confirm") != "1":
@@ -227,24 +232,28 @@ def export_download(request: HttpRequest, slug: str, name: str) -> HttpResponse:
         header, batches = exports.export_csv(run=run, what=name)
     except exports.ExportUnavailable as exc:
         return render(request, "researcher/export_unavailable.html", {"study": study, "reason": str(exc)}, status=404)
+    _announce_download(request, study, exports.EXPORTS[name].filename, run=run)
     return _csv_batches_response(request, itertools.chain([[header]], batches), exports.EXPORTS[name].filename)
 
 
 @login_required
 def coverage_csv(request: HttpRequest, slug: str) -> HttpResponse:
     """coverage.csv as it stands now (no analysis run needed): the dashboard's link."""
-    study = study_for_user(request.user, slug)
+    study = require(request.user, slug, Capability.EXPORT, request=request)
+    _announce_download(request, study, "coverage.csv")
     return _csv_batches_response(request, exports.from_rows(lambda _: exports.coverage_rows(study))(None),
                                  "coverage.csv")
 
 
 @login_required
 def export_everything(request: HttpRequest, slug: str) -> HttpResponse:
-    study = study_for_user(request.user, slug)
+    study = require(request.user, slug, Capability.EXPORT, request=request)
     try:
         run = exports.export_run(study=study)
     except exports.ExportUnavailable as exc:
         return render(request, "researcher/export_unavailable.html", {"study": study, "reason": str(exc)}, status=404)
+    announce_action(actor=request.user, study=study, action="export.zip", object=f"{study.slug}-run{run.pk}.zip",
+                    detail="pseudonymous exports, no identifiers", request=request)
     response = StreamingHttpResponse(exports.everything_zip(run=run), content_type="application/zip")
     response["Content-Disposition"] = f'attachment; filename="{study.slug}-run{run.pk}-for-the-paper.zip"'
     return response
@@ -252,18 +261,19 @@ def export_everything(request: HttpRequest, slug: str) -> HttpResponse:
 
 @login_required
 def table_csv(request: HttpRequest, slug: str, run_id: int, name: str) -> HttpResponse:
-    study = study_for_user(request.user, slug)
+    study = require(request.user, slug, Capability.VIEW, request=request)
     run = get_object_or_404(AnalysisRun, study=study, pk=run_id, status=AnalysisRun.Status.DONE)
     frame = selectors.result_table_frame(run=run, name=name)
     if frame is None:
         raise Http404("No such table")
+    _announce_download(request, study, f"{name}.csv", run=run)
     return _csv_response(request, _frame_lines(frame), f"{name}.csv")
 
 
 @login_required
 def figure_csv(request: HttpRequest, slug: str, run_id: int, key: str) -> HttpResponse:
     """The data behind one figure of the results page."""
-    study = study_for_user(request.user, slug)
+    study = require(request.user, slug, Capability.VIEW, request=request)
     run = get_object_or_404(AnalysisRun, study=study, pk=run_id, status=AnalysisRun.Status.DONE)
     source = registry.figure_source(key)
     frame = selectors.result_table_frame(run=run, name=source.name) if source else None
@@ -271,7 +281,16 @@ def figure_csv(request: HttpRequest, slug: str, run_id: int, key: str) -> HttpRe
         raise Http404("No such figure")
     if key.startswith("map_"):
         frame = frame[frame["scenario"] == key.removeprefix("map_")]
+    _announce_download(request, study, f"{key}.csv", run=run)
     return _csv_response(request, _frame_lines(frame), f"{key}.csv")
+
+
+def _announce_download(request: HttpRequest, study, filename: str, *, run: AnalysisRun | None = None,
+                       detail: str = "") -> None:
+    """Every download is in the audit trail; identifiers.csv under its own action name, flagged."""
+    action = "export.identifiers" if filename == exports.EXPORTS["identifiers"].filename else "export.download"
+    announce_action(actor=request.user, study=study, action=action, object=filename,
+                    detail=detail or (f"run {run.pk}" if run else ""), request=request)
 
 
 def _frame_lines(frame):
@@ -313,15 +332,17 @@ def _metrics_context(study, *, prediction=None, predict_error: str = "", predict
 @login_required
 @chart_page_csp
 def metrics_page(request: HttpRequest, slug: str) -> HttpResponse:
-    study = study_for_user(request.user, slug)
+    study = require(request.user, slug, Capability.VIEW, request=request)
     return render(request, "researcher/metrics.html", {"study": study, **_metrics_context(study)})
 
 
 @login_required
 @require_POST
 def metrics_start(request: HttpRequest, slug: str) -> HttpResponse:
-    study = study_for_user(request.user, slug)
-    runs.metrics_run_create(study=study, requested_by=request.user.get_username())
+    study = require(request.user, slug, Capability.RUN, request=request)
+    metrics = runs.metrics_run_create(study=study, requested_by=request.user.get_username())
+    announce_action(actor=request.user, study=study, action="run.start", object=f"metrics run {metrics.pk}",
+                    request=request)
     return redirect("researcher:metrics", slug=study.slug)
 
 
@@ -330,7 +351,7 @@ def metrics_start(request: HttpRequest, slug: str) -> HttpResponse:
 @chart_page_csp
 def metrics_predict(request: HttpRequest, slug: str) -> HttpResponse:
     """The score-a-text form: encodes one short text in this request (the predictor itself is precomputed)."""
-    study = study_for_user(request.user, slug)
+    study = require(request.user, slug, Capability.RUN, request=request)
     text = request.POST.get("text", "").strip()
     prediction, error, status = None, "", 200
     if not text or len(text) > metrics_run.MAX_PREDICT_CHARS:
@@ -349,9 +370,10 @@ def metrics_predict(request: HttpRequest, slug: str) -> HttpResponse:
 
 @login_required
 def metrics_table_csv(request: HttpRequest, slug: str, run_id: int, name: str) -> HttpResponse:
-    study = study_for_user(request.user, slug)
+    study = require(request.user, slug, Capability.VIEW, request=request)
     run = get_object_or_404(MetricsRun, study=study, pk=run_id, status=MetricsRun.Status.DONE)
     tables = selectors.metrics_tables(run=run)
     if name not in tables:
         raise Http404("No such table")
+    _announce_download(request, study, f"metrics_{name}.csv", detail=f"metrics run {run.pk}")
     return _csv_response(request, _frame_lines(tables[name][0]), f"metrics_{name}.csv")

@@ -1,8 +1,8 @@
 """The researchers' page for a participant's deletion request (surveys.withdrawal).
 
 The owner names the participant by panel id or pseudonym, sees whom that is, and confirms; the answers go as if
-the participant had withdrawn themselves. Owners only (``study_for_user``; a role check replaces it when study
-roles exist): anyone else gets 404.
+the participant had withdrawn themselves. Owners only (``Capability.MANAGE``): a team member of another role
+gets 403, anyone else 404.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
 from surveys import withdrawal
-from surveys.access import study_for_user
 from surveys.models import Study
+from surveys.permissions import Capability, require
 from surveys.limits import EXTERNAL_ID
 
 
@@ -26,7 +26,7 @@ def _page(request: HttpRequest, study: Study, *, status: int = 200, **extra) -> 
 
 @login_required
 def participant_delete_page(request: HttpRequest, slug: str) -> HttpResponse:
-    study = study_for_user(request.user, slug)
+    study = require(request.user, slug, Capability.MANAGE, request=request)
     if request.method != "POST":
         return _page(request, study)
     identifier = request.POST.get("participant", "").strip()[:EXTERNAL_ID]

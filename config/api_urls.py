@@ -2,6 +2,7 @@ from django.urls import path
 
 from analysis import api as analysis_api
 from analysis import metrics_api
+from audit import api as audit_api
 from surveys import api as survey_api
 
 urlpatterns = [
@@ -30,4 +31,5 @@ urlpatterns = [
     path("studies/<slug:slug>/imports/gold/", analysis_api.GoldImport.as_view(), name="api-import-gold"),
     path("studies/<slug:slug>/metrics/", metrics_api.MetricsRuns.as_view(), name="api-metrics-runs"),
     path("studies/<slug:slug>/predict/", metrics_api.Predict.as_view(), name="api-predict"),
+    path("studies/<slug:slug>/audit/", audit_api.AuditEventList.as_view(), name="api-audit"),
 ]

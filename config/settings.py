@@ -118,6 +118,8 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "django_otp",
+    "django_otp.plugins.otp_totp",
     "rest_framework",
     "rest_framework.authtoken",
     "drf_spectacular",
@@ -127,6 +129,7 @@ INSTALLED_APPS = [
     "analysis",
     "prolific",
     "bots",
+    "audit",
 ]
 
 MIDDLEWARE = [
@@ -139,6 +142,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django_otp.middleware.OTPMiddleware",
+    "web.two_factor.RequireTwoFactorMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "web.errors.DatabaseUnavailableMiddleware",
@@ -195,6 +200,10 @@ STORAGES = {
 }
 
 LOGIN_URL = "/accounts/login/"
+# Two-factor sign-in (web/two_factor.py): optional per account; true requires it of every researcher.
+TWO_FACTOR_REQUIRED = env_bool("TWO_FACTOR_REQUIRED", False)
+# The issuer authenticator apps show beside the code.
+OTP_TOTP_ISSUER = os.environ.get("OTP_TOTP_ISSUER", "Human evaluation")
 LOGIN_REDIRECT_URL = "/studies/"
 # Signing out lands on our sign-in page, not on the admin's "Logged out".
 LOGOUT_REDIRECT_URL = LOGIN_URL

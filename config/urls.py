@@ -3,6 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
+from web import account_views
 from web.accounts import AdminLoginView, RateLimitedLoginView
 from web.security import chart_page_csp
 from web.views import favicon, healthz
@@ -16,6 +17,8 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/login/", RateLimitedLoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("accounts/password/", account_views.PasswordChange.as_view(), name="password_change"),
+    path("accounts/two-factor/", account_views.two_factor, name="two_factor"),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     # The split view serves Swagger UI's start-up script as a file (our CSP forbids inline
     # scripts); Swagger UI positions elements with inline styles, as plotly does.
@@ -23,6 +26,7 @@ urlpatterns = [
         url_name="api-schema", template_name="api/swagger_ui.html")), name="api-docs"),
     path("api/", include("config.api_urls")),
     path("", include("analysis.urls")),
+    path("", include("audit.urls")),
     path("", include("prolific.urls")),
     path("", include("surveys.urls")),
 ]

@@ -1,6 +1,6 @@
 """Researcher pages of the Prolific round trip: create the draft, publish, pause, sync, review, bonuses.
 
-Owners (and staff) only, anyone else gets 404; every action is a POST with CSRF.
+Owners (and staff) only: 404 outside the team, 403 for other roles; every action is a POST with CSRF.
 A refusal of ours answers 400 and one from Prolific 502, each with the page and its
 message; neither changes anything here.
 """
@@ -12,7 +12,8 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_POST
 
-from surveys.access import study_for_user
+from surveys.permissions import Capability, require
+from surveys.signals import announce_action
 from surveys.models import Study
 
 from . import selectors, services
@@ -36,13 +37,13 @@ def _failure(exc: Exception) -> int:
 
 @login_required
 def panel_page(request: HttpRequest, slug: str) -> HttpResponse:
-    return _page(request, study_for_user(request.user, slug))
+    return _page(request, require(request.user, slug, Capability.PAY, request=request))
 
 
 @login_required
 @require_POST
 def panel_create(request: HttpRequest, slug: str) -> HttpResponse:
-    study = study_for_user(request.user, slug)
+    study = require(request.user, slug, Capability.PAY, request=request)
     form = DraftForm(request.POST)
     if not form.is_valid():
         return _page(request, study, status=400, form=form)
@@ -52,13 +53,15 @@ def panel_create(request: HttpRequest, slug: str) -> HttpResponse:
                                     base_url=request.build_absolute_uri("/"))
     except (services.PanelRefused, ProlificError) as exc:
         return _page(request, study, status=_failure(exc), form=form, error=str(exc))
+    announce_action(actor=request.user, study=study, action="prolific.create",
+                    detail=f"reward {form.cleaned_data['reward_cents']} cents", request=request)
     return _page(request, study, notice="The draft study was created on Prolific. Check it there, then publish it.")
 
 
 @login_required
 @require_POST
 def panel_action(request: HttpRequest, slug: str, action: str) -> HttpResponse:
-    study = study_for_user(request.user, slug)
+    study = require(request.user, slug, Capability.PAY, request=request)
     panel = selectors.panel_study_of(study=study)
     if panel is None or action not in (*services.TRANSITIONS, "sync"):
         raise Http404("No such action")
@@ -68,6 +71,8 @@ def panel_action(request: HttpRequest, slug: str, action: str) -> HttpResponse:
             notice = f"{summary.submissions} submissions read, {summary.changed} changed."
         else:
             panel = services.panel_study_transition(panel=panel, action=action)
+            announce_action(actor=request.user, study=study, action=f"prolific.{action}", object=panel.prolific_id,
+                            detail=f"now {panel.status}", request=request)
             notice = f"The study is now {panel.status} on Prolific."
     except (services.PanelRefused, ProlificError) as exc:
         return _page(request, study, status=_failure(exc), error=str(exc))
@@ -77,7 +82,7 @@ def panel_action(request: HttpRequest, slug: str, action: str) -> HttpResponse:
 @login_required
 def review_page(request: HttpRequest, slug: str) -> HttpResponse:
     """The list of who is approved or rejected and why; the POST acts on exactly that list."""
-    study = study_for_user(request.user, slug)
+    study = require(request.user, slug, Capability.PAY, request=request)
     panel = selectors.panel_study_of(study=study)
     if panel is None:
         raise Http404("This study has no study on Prolific")
@@ -86,6 +91,10 @@ def review_page(request: HttpRequest, slug: str) -> HttpResponse:
         try:
             done = services.review_apply(panel=panel, confirmed_fingerprint=request.POST.get("plan", ""))
             context["notice"] = f"{done.approved} approved and {done.rejected} rejected on Prolific."
+            announce_action(actor=request.user, study=study, action="prolific.approve", object=panel.prolific_id,
+                            detail=f"{done.approved} submissions approved", request=request)
+            announce_action(actor=request.user, study=study, action="prolific.reject", object=panel.prolific_id,
+                            detail=f"{done.rejected} submissions rejected", request=request)
         except (services.PanelRefused, ProlificError) as exc:
             context["error"], status = str(exc), _failure(exc)
     plan = selectors.review_plan(panel=panel)
@@ -101,7 +110,7 @@ def bonuses_page(request: HttpRequest, slug: str) -> HttpResponse:
     who already has a bonus in this study, an unticked box (``pay_again``): only a ticked
     box pays that person again (``services.bonuses_pay`` refuses otherwise).
     """
-    study = study_for_user(request.user, slug)
+    study = require(request.user, slug, Capability.PAY, request=request)
     panel = selectors.panel_study_of(study=study)
     if panel is None:
         raise Http404("This study has no study on Prolific")
@@ -110,6 +119,9 @@ def bonuses_page(request: HttpRequest, slug: str) -> HttpResponse:
         lines = "\n".join(request.POST.getlist("line")).encode()
         try:
             payment = services.bonuses_pay(panel=panel, data=lines, pay_again=set(request.POST.getlist("pay_again")))
+            announce_action(actor=request.user, study=study, action="prolific.bonus", object=panel.prolific_id,
+                            detail=f"{payment.participants} bonuses, {payment.total_amount} in all "
+                                   f"(Prolific payment {payment.prolific_id})", request=request)
             context["notice"] = (f"{payment.participants} bonuses paid on Prolific, {payment.total_amount} in all "
                                  f"(Prolific id {payment.prolific_id}).")
         except (services.PanelRefused, ProlificError) as exc:

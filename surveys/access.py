@@ -1,25 +1,16 @@
-"""Who may see which study: owners see their own, staff see all, anyone else
-gets 404 (never 403, so a study's existence is not revealed)."""
+"""Who may see which study. Kept for callers written before study teams: the rules live in
+surveys/permissions.py (``require``), which every researcher view uses."""
 
 from __future__ import annotations
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import QuerySet
-from django.http import Http404
 
 from .models import Study
+from .permissions import Capability, require, studies_visible_to
 
-
-def studies_visible_to(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Study]:
-    if not user.is_authenticated:
-        return Study.objects.none()
-    if user.is_staff:
-        return Study.objects.all()
-    return Study.objects.filter(owners=user)
+__all__ = ["studies_visible_to", "study_for_user"]
 
 
 def study_for_user(user: AbstractBaseUser | AnonymousUser, slug: str) -> Study:
-    study = studies_visible_to(user).filter(slug=slug).first()
-    if study is None:
-        raise Http404("No such study")
-    return study
+    """The study if the user may see its dashboard and results (404 outside its team, 403 for other roles)."""
+    return require(user, slug, Capability.VIEW)

@@ -56,6 +56,7 @@ STUDY_MODELS: list[tuple[str, str]] = [
     ("surveys.AttentionCheck", "study_id"),
     ("surveys.FreeTextQuestion", "study_id"),
     ("surveys.DemographicQuestion", "study_id"),
+    ("surveys.StudyMembership", "study_id"),
     ("surveys.Participant", "study_id"),
     ("surveys.RaterLink", "study_id"),
     ("surveys.ConsentDecline", "study_id"),
@@ -278,13 +279,21 @@ def _write(batch: list[dict], users: dict[str, int], result: RestoreResult, touc
         raise RestoreRefused(f"ids of {model._meta.label} rows in the file are taken in this database: restore "
                              "into a fresh database (or one without this study)")
     owners: dict[int, list[int]] = {}
+    required_fks = {f.name for f in model._meta.fields if f.name in fks and not f.null}
+    kept = []
     for row in batch:
+        missing = [row["fields"][name] for name in required_fks if row["fields"][name] not in users]
+        if missing:  # a team member whose account is not here: the row cannot exist without it
+            result.owners_missing += [u for u in missing if u is not None]
+            continue
+        kept.append(row)
         for name in fks:
             row["fields"][name] = users.get(row["fields"][name])  # an unknown account: no one
         for name in m2m:
             wanted = row["fields"].pop(name)
             result.owners_missing += [u for u in wanted if u not in users]
             owners[row["pk"]] = [users[u] for u in wanted if u in users]
+    batch = kept
     try:
         objects = list(serializers.deserialize("python", batch))
     except serializers.base.DeserializationError as exc:

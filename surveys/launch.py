@@ -6,15 +6,21 @@ an open draft). Launching opens it once; closing and reopening a launched study 
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db import transaction
 from django.utils import timezone
 
 from .models import Study
+from .signals import announce_action
 
 
 @transaction.atomic
-def study_launch(*, study: Study) -> Study:
+def study_launch(*, study: Study, actor: Any = None, request: Any = None) -> Study:
     """Open a draft study to participants. A study launched already is left as it is (closed stays closed)."""
-    Study.objects.filter(pk=study.pk, launched_at__isnull=True).update(launched_at=timezone.now(), is_open=True)
+    opened = Study.objects.filter(pk=study.pk, launched_at__isnull=True).update(launched_at=timezone.now(), is_open=True)
+    if opened:  # a second click changes nothing, so it is no state change to record
+        announce_action(actor=actor, study=study, action="study.launch", object=study.slug, detail="draft -> open",
+                        request=request)
     study.refresh_from_db(fields=["launched_at", "is_open"])
     return study

@@ -31,6 +31,7 @@ from .models import (
     Study,
     System,
 )
+from .signals import announce_action
 
 
 class StudyLocked(Exception):
@@ -116,10 +117,12 @@ def _allocation_fields(d: StudyDefinition) -> dict[str, Any]:
 
 
 @transaction.atomic
-def study_load(*, definition: StudyDefinition, as_draft: bool = False) -> LoadResult:
+def study_load(*, definition: StudyDefinition, as_draft: bool = False, actor: Any = None, request: Any = None,
+               via: str = "") -> LoadResult:
     """Create the study, or update it under the rules above. ``as_draft``: a study this creates starts as a
     draft (closed until ``surveys.launch.study_launch``), as researchers' studies do (``load_study``, the API);
-    otherwise it is created launched and open (the demo, tests). An existing study keeps its state."""
+    otherwise it is created launched and open (the demo, tests). An existing study keeps its state.
+    ``actor``/``request``/``via`` go to the audit trail ("study.load" for a new study, else "study.reload")."""
     study = Study.objects.select_for_update().filter(slug=definition.slug).first()
     created = study is None
     new_content = participant_facing_content(definition)
@@ -156,6 +159,10 @@ def study_load(*, definition: StudyDefinition, as_draft: bool = False) -> LoadRe
     # Every process re-reads the study's dimensions and questions at its next request (surveys.study_content).
     Study.objects.filter(pk=study.pk).update(content_version=F("content_version") + 1)
     study.refresh_from_db(fields=["content_version"])
+    announce_action(actor=actor, study=study, action="study.load" if created else "study.reload", object=study.slug,
+                    detail=" ".join(filter(None, [via, "draft" if created and as_draft else "",
+                                                  "content changed" if changed and not created else ""])),
+                    request=request)
     return LoadResult(study=study, created=created, content_changed=bool(changed))
 
 

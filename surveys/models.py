@@ -699,3 +699,31 @@ class Withdrawal(models.Model):
 
     def __str__(self) -> str:
         return self.pseudonym
+
+
+class StudyMembership(models.Model):
+    """A researcher invited to a study's team with one role (surveys.permissions says what each may do).
+
+    Owners are ``Study.owners``, not rows here: every existing study and command that
+    creates one already names its owners there, so one place holds the owner role."""
+
+    class Role(models.TextChoices):
+        ANALYST = "analyst", "Analyst: dashboard, results, exports and API, no identifiers"
+        VIEWER = "viewer", "Viewer: dashboard and results only"
+        RATER_COORDINATOR = "rater_coordinator", "Rater coordinator: the invited-raters page only"
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="study_memberships")
+    role = models.CharField(max_length=20, choices=Role.choices)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            # One role per person and study: two rows would make "which role applies" ambiguous.
+            models.UniqueConstraint(fields=["study", "user"], name="membership_one_role_per_study"),
+            models.CheckConstraint(condition=Q(role__in=["analyst", "viewer", "rater_coordinator"]),
+                                   name="membership_role_known"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} {self.role} of {self.study}"

@@ -1,5 +1,5 @@
 """The researchers' preview of the participant pages (``surveys.preview``): the same pages, in the study's
-language, for the study's owners (and staff) only, drafts included; nothing is written to the database.
+language, for the study's owners (and staff) only (surveys.permissions), drafts included; nothing is written to the database.
 
 ``/s/<slug>/preview/`` starts a click-through (``?seed=`` follows the sequence the researchers' page showed);
 ``/s/<slug>/preview/<step>/`` is each step. Answers are checked as a participant's would be, then dropped.
@@ -20,6 +20,7 @@ from .conversation import transcript_of
 from .forms import DemographicsForm, PageForm
 from .language import in_study_language, study_language_confirm
 from .models import Study
+from .permissions import Capability, require
 from .preview import PreviewOutdated, PreviewState, PreviewStep
 from .views import TYPICAL_SECONDS_PER_BLOCK, TimeLeft, _see_other
 
@@ -36,10 +37,8 @@ def _researcher_study(request: HttpRequest, slug: str) -> Study | HttpResponse:
     user = request.user
     if not user.is_authenticated:
         return redirect_to_login(request.get_full_path())
-    if not (user.is_staff or study.owners.filter(pk=user.pk).exists()):
-        # Like every researcher page: a study you may not see answers 404.
-        raise Http404("No such study")
-    return study
+    # Like the launch page: owners (and staff); 404 outside the team, 403 for other roles.
+    return require(user, study, Capability.MANAGE, request=request)
 
 
 def _go(slug: str, step: PreviewStep) -> HttpResponse:

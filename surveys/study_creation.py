@@ -27,7 +27,7 @@ def study_create_draft(*, definition: StudyDefinition, owner: AbstractBaseUser |
                           "(or update that study with manage.py load_study)")
     try:
         with transaction.atomic():
-            study = study_load(definition=definition, as_draft=True).study
+            study = study_load(definition=definition, as_draft=True, actor=owner, via="new study").study
     except IntegrityError:  # another request created the same slug in between
         raise StudyExists(f'a study with the slug "{definition.slug}" exists already; choose another slug') from None
     if owner is not None:

@@ -7,8 +7,13 @@ to the admin sign-in).
 
 Visitors: anonymous; a participant (a session that went through the survey's
 entry and consent); another researcher (owns a different study); the owner;
-staff. Researchers see only their own studies: anyone else gets 404, never 403,
-so a study's existence is not revealed.
+the three invited roles of the study's team (analyst, viewer, rater
+coordinator); staff. Researchers outside a study's team get 404, never 403, so
+a study's existence is not revealed; a team member whose role lacks the right
+gets 403.
+
+Which role may do what is written out here (``ALLOWED``, from issue 27), not
+read from surveys.permissions, so a wrong entry there fails this test.
 """
 
 from __future__ import annotations
@@ -22,7 +27,24 @@ from django.contrib.contenttypes.models import ContentType
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 
-ROLES = ("anonymous", "participant", "other", "owner", "staff")
+from surveys.models import StudyMembership
+from tests.support.researcher import make_user
+
+ROLES = ("anonymous", "participant", "other", "owner", "analyst", "viewer", "rater_coordinator", "staff")
+TEAM = ("analyst", "viewer", "rater_coordinator")
+RESEARCHERS = ("other", "owner", *TEAM, "staff")
+
+# What each capability of a study page or endpoint is open to, besides staff (issue 27, item 1).
+VIEW, EXPORT, RUN, IDENTIFIERS, PAY, MANAGE, RATERS = "view", "export", "run", "identifiers", "pay", "manage", "raters"
+ALLOWED = {
+    VIEW: {"owner", "analyst", "viewer"},  # dashboard and results
+    EXPORT: {"owner", "analyst"},  # exports, the zip, the API
+    RUN: {"owner", "analyst"},  # analysis and metrics runs
+    IDENTIFIERS: {"owner"},
+    PAY: {"owner"},  # Prolific: create, publish, approve, reject, bonuses
+    MANAGE: {"owner"},  # launch, preview, import, team, audit trail
+    RATERS: {"owner", "rater_coordinator"},
+}
 LOGIN = "/accounts/login/"
 ADMIN_LOGIN = "/admin/login/"
 
@@ -41,16 +63,30 @@ class Expect:
     throwaway: bool = False
 
 
-def researcher_page(path: str, *, owner: int = 200, method: str = "GET") -> Expect:
-    """A researcher page: sign-in for visitors, 404 for other researchers."""
-    return Expect(path, {"anonymous": (302, LOGIN), "participant": (302, LOGIN), "other": 404, "owner": owner,
-                         "staff": owner}, method=method)
+def team_statuses(capability: str, allowed_status, *, outside=404) -> dict:
+    """Per researcher: ``allowed_status`` for a role with the capability (and staff), 403 for a team
+    member without it, ``outside`` for a researcher outside the team."""
+    statuses = {role: allowed_status if role in ALLOWED[capability] else 403 for role in ("owner", *TEAM)}
+    return {**statuses, "other": outside, "staff": allowed_status}
 
 
-def api_endpoint(path: str, *, owner: int = 200, other: int = 404, method: str = "GET", json: bool = False) -> Expect:
-    """An API endpoint: 403 without credentials, 404 for a study one may not see."""
-    return Expect(path, {"anonymous": 403, "participant": 403, "other": other, "owner": owner, "staff": owner},
-                  method=method, json=json)
+def researcher_page(path: str, capability: str, *, owner=200, method: str = "GET", **overrides) -> Expect:
+    """A researcher page: sign-in for visitors, 404 outside the team, 403 for a role without ``capability``."""
+    return Expect(path, {"anonymous": (302, LOGIN), "participant": (302, LOGIN), **team_statuses(capability, owner),
+                         **overrides}, method=method)
+
+
+def api_endpoint(path: str, capability: str = EXPORT, *, owner: int = 200, other: int = 404, method: str = "GET",
+                 json: bool = False, **overrides) -> Expect:
+    """An API endpoint: 403 without credentials, 404 outside the team, 403 for a role without ``capability``."""
+    return Expect(path, {"anonymous": 403, "participant": 403, **team_statuses(capability, owner, outside=other),
+                         **overrides}, method=method, json=json)
+
+
+def any_researcher(path: str, status=200) -> Expect:
+    """A page of one's own account or of every researcher: sign-in for visitors."""
+    return Expect(path, {"anonymous": (302, LOGIN), "participant": (302, LOGIN),
+                         **dict.fromkeys(RESEARCHERS, status)})
 
 
 def public(path: str, status: int = 200, **overrides: int | tuple[int, str]) -> Expect:
@@ -68,23 +104,30 @@ PARTICIPANT_PID = "c" * 24
 
 EXPECTED: dict[str, Expect] = {
     # sign-in
-    "login": public("/accounts/login/", other=(302, "/studies/"), owner=(302, "/studies/"), staff=(302, "/studies/")),
+    "login": public("/accounts/login/", **dict.fromkeys(RESEARCHERS, (302, "/studies/"))),
     # A signed-in researcher who is not staff is told the admin is closed to them (a redirect looped).
-    "admin-login": public("/admin/login/", other=403, owner=403, staff=(302, "/studies/")),
+    "admin-login": public("/admin/login/", **{**dict.fromkeys(RESEARCHERS, 403), "staff": (302, "/studies/")}),
+    # One's own account: any signed-in researcher.
+    "password_change": any_researcher("/accounts/password/"),
+    "two_factor": any_researcher("/accounts/two-factor/"),
     "favicon": public("/favicon.ico", (301, "/static/favicon.ico")),
     "logout": public("/accounts/logout/", 405),  # logging out is a POST
     # API docs and schema are public: they describe the endpoints, never data.
     "api-schema": public("/api/schema/"),
     "api-docs": public("/api/docs/"),
     # API
-    "api-study-list": api_endpoint("/api/studies/", other=200),
-    "api-study-load": api_endpoint("/api/studies/load/", method="POST", owner=400, other=400, json=True),
+    # The list shows the studies whose API one may use (none for a viewer: an empty list).
+    "api-study-list": api_endpoint("/api/studies/", other=200, viewer=200, rater_coordinator=200),
+    # An empty body is refused before any study is looked at.
+    "api-study-load": api_endpoint("/api/studies/load/", method="POST", owner=400, other=400, json=True,
+                                   viewer=400, rater_coordinator=400),
     "api-study-detail": api_endpoint(A + "/"),
     "api-participants": api_endpoint(A + "/participants/"),
     "api-ratings": api_endpoint(A + "/ratings/"),
     "api-runs": api_endpoint(A + "/runs/"),
     "api-study-run-detail": api_endpoint(A + "/runs/{run}/"),
-    "api-run-detail": api_endpoint("/api/runs/{run}/"),
+    # Without the study in the path, a run one may not read through the API is no run at all.
+    "api-run-detail": api_endpoint("/api/runs/{run}/", viewer=404, rater_coordinator=404),
     "api-run-tables": api_endpoint(A + "/runs/{run}/tables/"),
     "api-run-table": api_endpoint(A + "/runs/{run}/tables/filter_flow/"),
     "api-exports": api_endpoint(A + "/exports/"),
@@ -93,61 +136,62 @@ EXPECTED: dict[str, Expect] = {
     "api-choices": api_endpoint(A + "/exports/choices/"),
     "api-pairwise": api_endpoint(A + "/exports/pairwise/"),
     "api-coverage": api_endpoint(A + "/coverage/"),
-    "api-identifiers": api_endpoint(A + "/restricted/identifiers.csv"),
-    "api-import-responses": api_endpoint(A + "/imports/responses/", method="POST", owner=400),
-    "api-import-gold": api_endpoint(A + "/imports/gold/", method="POST", owner=400),
+    "api-identifiers": api_endpoint(A + "/restricted/identifiers.csv", IDENTIFIERS),
+    "api-import-responses": api_endpoint(A + "/imports/responses/", MANAGE, method="POST", owner=400),
+    "api-import-gold": api_endpoint(A + "/imports/gold/", MANAGE, method="POST", owner=400),
     "api-metrics-runs": api_endpoint(A + "/metrics/", owner=404),
-    "api-predict": api_endpoint(A + "/predict/", method="POST", owner=400, json=True),
+    "api-predict": api_endpoint(A + "/predict/", RUN, method="POST", owner=400, json=True),
+    "api-audit": api_endpoint(A + "/audit/", MANAGE),
     # researcher pages
-    "researcher:study_list": Expect("/studies/", {"anonymous": (302, LOGIN), "participant": (302, LOGIN),
-                                                 "other": 200, "owner": 200, "staff": 200}),
+    "researcher:study_list": any_researcher("/studies/"),
     # Any researcher may build a new study (they own what they create).
-    "researcher:new_study": Expect("/new-study/", {"anonymous": (302, LOGIN), "participant": (302, LOGIN),
-                                                  "other": 200, "owner": 200, "staff": 200}),
-    "researcher:dashboard": researcher_page(S + "/"),
-    "researcher:dashboard_data": researcher_page(S + "/dashboard.json"),
-    "researcher:run_start": researcher_page(S + "/runs/", method="POST", owner=302),
-    "researcher:run_status": researcher_page(S + "/runs/{run}.json"),
-    "researcher:results": researcher_page(S + "/runs/{run}/"),
-    "researcher:table_csv": researcher_page(S + "/runs/{run}/tables/filter_flow.csv"),
-    "researcher:figure_csv": researcher_page(S + "/runs/{run}/figures/rating_means.csv"),
-    "researcher:import": researcher_page(S + "/import/"),
-    "researcher:exports": researcher_page(S + "/exports/"),
-    "researcher:free_text": researcher_page(S + "/free-text/"),
-    "researcher:coverage_csv": researcher_page(S + "/coverage.csv"),
-    "researcher:metrics": researcher_page(S + "/metrics/"),
-    "researcher:raters": researcher_page(S + "/raters/"),
-    "researcher:participant_delete": researcher_page(S + "/participants/delete/"),
+    "researcher:new_study": any_researcher("/new-study/"),
+    "researcher:dashboard": researcher_page(S + "/", VIEW),
+    "researcher:dashboard_data": researcher_page(S + "/dashboard.json", VIEW),
+    "researcher:run_start": researcher_page(S + "/runs/", RUN, method="POST", owner=302),
+    "researcher:run_status": researcher_page(S + "/runs/{run}.json", VIEW),
+    "researcher:results": researcher_page(S + "/runs/{run}/", VIEW),
+    "researcher:table_csv": researcher_page(S + "/runs/{run}/tables/filter_flow.csv", VIEW),
+    "researcher:figure_csv": researcher_page(S + "/runs/{run}/figures/rating_means.csv", VIEW),
+    "researcher:import": researcher_page(S + "/import/", MANAGE),
+    "researcher:exports": researcher_page(S + "/exports/", EXPORT),
+    "researcher:free_text": researcher_page(S + "/free-text/", EXPORT),
+    "researcher:coverage_csv": researcher_page(S + "/coverage.csv", EXPORT),
+    "researcher:metrics": researcher_page(S + "/metrics/", VIEW),
+    "researcher:raters": researcher_page(S + "/raters/", RATERS),
+    "researcher:participant_delete": researcher_page(S + "/participants/delete/", MANAGE),
     # The fixture has no rater link, so even the owner finds none to revoke.
-    "researcher:rater_revoke": researcher_page(S + "/raters/1/revoke/", method="POST", owner=404),
+    "researcher:rater_revoke": researcher_page(S + "/raters/1/revoke/", RATERS, method="POST", owner=404),
+    "researcher:team": researcher_page(S + "/team/", MANAGE),
+    "audit:page": researcher_page(S + "/audit/", MANAGE),
+    "audit:csv": researcher_page(S + "/audit.csv", MANAGE),
     # Prolific: an empty form is refused before Prolific is called; the fixture has no study on Prolific
     # to review or publish.
-    "prolific:panel": researcher_page(S + "/prolific/"),
-    "prolific:create": researcher_page(S + "/prolific/create/", method="POST", owner=400),
-    "prolific:review": researcher_page(S + "/prolific/review/", owner=404),
-    "prolific:bonuses": researcher_page(S + "/prolific/bonuses/", owner=404),
-    "prolific:action": researcher_page(S + "/prolific/publish/", method="POST", owner=404),
+    "prolific:panel": researcher_page(S + "/prolific/", PAY),
+    "prolific:create": researcher_page(S + "/prolific/create/", PAY, method="POST", owner=400),
+    "prolific:review": researcher_page(S + "/prolific/review/", PAY, owner=404),
+    "prolific:bonuses": researcher_page(S + "/prolific/bonuses/", PAY, owner=404),
+    "prolific:action": researcher_page(S + "/prolific/publish/", PAY, method="POST", owner=404),
     # The load balancer's probe: public, touches no database.
     "healthz": public("/healthz", 200),
     # An empty text is refused before any model is touched.
-    "researcher:metrics_predict": researcher_page(S + "/metrics/predict/", method="POST", owner=400),
+    "researcher:metrics_predict": researcher_page(S + "/metrics/predict/", RUN, method="POST", owner=400),
     # No metrics run exists in this fixture, so even the owner finds no table.
-    "researcher:metrics_table_csv": researcher_page(S + "/metrics/1/tables/per_response.csv", owner=404),
-    "researcher:metrics_start": researcher_page(S + "/metrics/run/", method="POST", owner=302),
-    "researcher:export_everything": researcher_page(S + "/exports/everything.zip"),
-    "researcher:export_download": researcher_page(S + "/exports/participants.csv"),
+    "researcher:metrics_table_csv": researcher_page(S + "/metrics/1/tables/per_response.csv", VIEW, owner=404),
+    "researcher:metrics_start": researcher_page(S + "/metrics/run/", RUN, method="POST", owner=302),
+    "researcher:export_everything": researcher_page(S + "/exports/everything.zip", EXPORT),
+    "researcher:export_download": researcher_page(S + "/exports/participants.csv", EXPORT),
     # participant pages: reachable for participants, whoever else is signed in
     "surveys:home": public("/"),
     # Entering with the participant's panel id again is a "welcome back", not a new participant.
     "surveys:entry": Expect(P + "/?PROLIFIC_PID=" + PARTICIPANT_PID + "&STUDY_ID=s&SESSION_ID=t",
                             {role: 303 for role in ROLES}, throwaway=True),
     "surveys:preview": Expect(P + "/preview/", {"anonymous": (302, LOGIN), "participant": (302, LOGIN),
-                                               "other": 404, "owner": 303, "staff": 303}, throwaway=True),
+                                               **team_statuses(MANAGE, 303)}, throwaway=True),
     # Without a preview begun in this session, a preview step starts one.
     "surveys:preview_step": Expect(P + "/preview/consent/", {"anonymous": (302, LOGIN), "participant": (302, LOGIN),
-                                                            "other": 404, "owner": (303, P + "/preview/"),
-                                                            "staff": (303, P + "/preview/")}),
-    "researcher:launch": researcher_page(S + "/launch/"),
+                                                            **team_statuses(MANAGE, (303, P + "/preview/"))}),
+    "researcher:launch": researcher_page(S + "/launch/", MANAGE),
     "surveys:consent": public(P + "/consent/", 200, participant=AT_INSTRUCTIONS),
     "surveys:instructions": public(P + "/instructions/", NO_SESSION, participant=200),
     "surveys:page": public(P + "/page/", NO_SESSION, participant=AT_INSTRUCTIONS),
@@ -240,13 +284,18 @@ def admin_path(route: Route, study) -> str:
     object_id = str(model.objects.order_by("pk").values_list("pk", flat=True).first() or 1) if model else "1"
     replacements = {
         "<path:object_id>": object_id, "<path:content_type_id>": str(ContentType.objects.get_for_model(study).pk),
-        "(?P<app_label>auth|authtoken|surveys|analysis)": "surveys", "(?P<url>.*)": "no-such-admin-page/",
+        "(?P<url>.*)": "no-such-admin-page/",
     }
+    # The app-list pattern names every app with an admin (it grows with each app that registers one).
+    path = re.sub(r"\(\?P<app_label>[^)]*\)", "surveys", path)
     if route.name == "admin:view_on_site":
         replacements["<path:object_id>"] = str(study.pk)
     for placeholder, value in replacements.items():
         path = path.replace(placeholder, value)
     return "/" + path.lstrip("^").rstrip("$").replace("^", "").replace("$", "")
+
+
+APPEND_ONLY_ADMIN = {"admin:audit_auditevent_add", "admin:audit_auditevent_delete"}
 
 
 def check_admin_route(route: Route, visitors: dict[str, Client], study) -> list[str]:
@@ -261,6 +310,8 @@ def check_admin_route(route: Route, visitors: dict[str, Client], study) -> list[
         if role == "staff":
             # The autocomplete endpoint refuses a request without its query (403), as Django's admin does.
             allowed = (200, 302, 403) if route.name == "admin:autocomplete" else (200, 302, 404)
+            if route.name in APPEND_ONLY_ADMIN:
+                allowed = (403,)  # the audit trail: not even staff add or delete a row
             if location.startswith(ADMIN_LOGIN) or status not in allowed:
                 failures.append(f"{route.name} {path} staff: {status} {location}")
         elif route.name == "admin:login":
@@ -274,10 +325,13 @@ def check_admin_route(route: Route, visitors: dict[str, Client], study) -> list[
 
 
 @pytest.fixture
-def users(owner, other, other_study, staff) -> dict:
+def users(owner, other, other_study, staff, study) -> dict:
     staff.is_superuser = True  # staff here means the site's administrators
     staff.save()
-    return {"other": other, "owner": owner, "staff": staff}
+    team = {role: make_user(role) for role in TEAM}
+    for role, user in team.items():
+        StudyMembership.objects.create(study=study, user=user, role=role)
+    return {"other": other, "owner": owner, **team, "staff": staff}
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from web.ratelimit import count, digest, hit, release
+from web.two_factor import TwoFactorAuthenticationForm
 
 MAX_FAILURES = 10
 MAX_ADDRESS_FAILURES = 30
@@ -71,6 +72,7 @@ def _give_back(request: HttpRequest) -> None:
 class RateLimitedLoginView(auth_views.LoginView):
     template_name = "registration/login.html"
     redirect_authenticated_user = True
+    authentication_form = TwoFactorAuthenticationForm
 
     def post(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
         if not _attempt_allowed(request):

@@ -19,7 +19,8 @@ class Command(BaseCommand):
     def handle(self, *args, **options) -> None:
         for path in options["file"]:
             try:
-                result = study_load(definition=parse_definition(read_definition_file(path)), as_draft=True)
+                result = study_load(definition=parse_definition(read_definition_file(path)), as_draft=True,
+                                    via="manage.py load_study")
             except DefinitionError as exc:
                 lines = "\n".join(f"  {p}" for p in exc.problems)
                 raise CommandError(f"{path}: {len(exc.problems)} problem(s); nothing was written\n{lines}") from None

@@ -3,6 +3,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from surveys import rater_links
 from surveys.models import RaterLink, Study
+from surveys.signals import announce_action
 
 
 class Command(BaseCommand):
@@ -36,6 +37,8 @@ class Command(BaseCommand):
         except rater_links.RaterLinksRefused as exc:
             raise CommandError(f"{exc}; no link was created") from None
         for new in created:
+            announce_action(actor=None, study=study, action="rater_link.create", object=new.link.name,
+                            detail=f"link {new.link.pk}, manage.py rater_links")
             self.stdout.write(f"{new.link.name}\t{new.url(settings.SITE_URL)}")
         self.stderr.write(f"{len(created)} link(s) created. They are shown this once: only a hash is stored.")
 
@@ -44,4 +47,6 @@ class Command(BaseCommand):
         if link is None:
             raise CommandError(f'study "{study.slug}" has no active link for "{name}"')
         rater_links.rater_link_revoke(study=study, link_id=link.pk)
+        announce_action(actor=None, study=study, action="rater_link.revoke", object=f"link {link.pk}",
+                        detail="manage.py rater_links")
         self.stdout.write(f'the link of "{name}" is revoked')
