@@ -1,0 +1,77 @@
+"""Reads of the judges app: the judges' answers as frames, and their progress for the dashboard."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+
+import pandas as pd
+from django.db.models import Count, Q, Sum
+
+from judges.models import Judge, JudgeAnswer, JudgeCall, JudgeRun
+from surveys.models import Study
+
+#: judges.csv: one row per judge.
+JUDGE_COLUMNS = ["judge", "kind", "model", "seed", "n_ratings", "n_pairwise", "calls", "unparsed", "cost"]
+#: The judges' ratings, in the columns of the ratings frame that the analyses use.
+JUDGE_RATING_COLUMNS = ["judge", "kind", "block_id", "scenario", "response_id", "model", "condition", "dimension",
+                        "position", "rating"]
+JUDGE_PAIRWISE_COLUMNS = ["judge", "kind", "block_id", "scenario", "left_response_id", "right_response_id",
+                          "left_model", "right_model", "left_condition", "right_condition", "preference"]
+
+
+def judge_ratings_frame(study_id: int) -> pd.DataFrame:
+    """One row per rating of a judge (``JUDGE_RATING_COLUMNS``)."""
+    rows = JudgeAnswer.objects.filter(judge__study_id=study_id, question="rating").values_list(
+        "judge__name", "judge__kind", "block__key", "block__scenario__key", "item__key", "item__system__name",
+        "item__condition__name", "dimension__key", "position", "value").order_by("judge__name", "block_id", "item_id")
+    return pd.DataFrame(list(rows), columns=JUDGE_RATING_COLUMNS)
+
+
+def judge_pairwise_frame(study_id: int) -> pd.DataFrame:
+    """One row per pairwise choice of a judge, in each order it was asked (``JUDGE_PAIRWISE_COLUMNS``)."""
+    rows = JudgeAnswer.objects.filter(judge__study_id=study_id, question="pairwise").values_list(
+        "judge__name", "judge__kind", "block__key", "block__scenario__key", "left_item__key", "right_item__key",
+        "left_item__system__name", "right_item__system__name", "left_item__condition__name",
+        "right_item__condition__name", "preference").order_by("judge__name", "block_id", "id")
+    return pd.DataFrame(list(rows), columns=JUDGE_PAIRWISE_COLUMNS)
+
+
+def judges_table(study: Study) -> pd.DataFrame:
+    """judges.csv: each judge with its answers, calls, unparsed replies and cost."""
+    judges = Judge.objects.filter(study=study).annotate(
+        n_ratings=Count("answers", filter=Q(answers__question="rating")),
+        n_pairwise=Count("answers", filter=Q(answers__question="pairwise")),
+    ).order_by("name")
+    calls = {row["run__judge"]: row for row in JudgeCall.objects.filter(run__judge__study=study).values("run__judge")
+             .annotate(calls=Count("id"), unparsed=Count("id", filter=Q(parsed=False)), cost=Sum("cost"))}
+    rows = []
+    for judge in judges:
+        own = calls.get(judge.pk, {})
+        rows.append([judge.name, judge.kind, judge.model, judge.seed, judge.n_ratings, judge.n_pairwise,
+                     own.get("calls", 0), own.get("unparsed", 0), float(own.get("cost") or 0)])
+    return pd.DataFrame(rows, columns=JUDGE_COLUMNS)
+
+
+@dataclass(frozen=True)
+class JudgeProgress:
+    judge: str
+    status: str
+    calls_done: int
+    calls_planned: int
+    unparsed: int
+    cost: Decimal
+    cost_cap: Decimal
+    error: str
+
+
+def judge_runs_progress(*, study: Study) -> list[JudgeProgress]:
+    """The latest run of each of the study's judges: calls done of planned, unparsed replies, cost of cap."""
+    latest: dict[int, JudgeRun] = {}
+    for run in JudgeRun.objects.filter(judge__study=study).select_related("judge").annotate(
+            n_calls=Count("calls"), n_unparsed=Count("calls", filter=Q(calls__parsed=False))).order_by("-created_at", "-id"):
+        latest.setdefault(run.judge_id, run)
+    return [JudgeProgress(judge=run.judge.name, status=run.status, calls_done=run.n_calls,
+                          calls_planned=len(run.plan), unparsed=run.n_unparsed, cost=run.cost,
+                          cost_cap=run.cost_cap, error=run.error)
+            for run in sorted(latest.values(), key=lambda r: r.judge.name)]
