@@ -9,7 +9,7 @@ import pandas as pd
 from django.db.models import Count, Q, Sum
 
 from judges.models import Judge, JudgeAnswer, JudgeCall, JudgeRun
-from surveys.models import Study
+from surveys.models import Dimension, Study
 
 #: judges.csv: one row per judge.
 JUDGE_COLUMNS = ["judge", "kind", "model", "seed", "n_ratings", "n_pairwise", "calls", "unparsed", "cost"]
@@ -21,11 +21,38 @@ JUDGE_PAIRWISE_COLUMNS = ["judge", "kind", "block_id", "scenario", "left_respons
 
 
 def judge_ratings_frame(study_id: int) -> pd.DataFrame:
-    """One row per rating of a judge (``JUDGE_RATING_COLUMNS``)."""
+    """One row per rating of a judge (``JUDGE_RATING_COLUMNS``), the automatic metrics included as judges of kind
+    ``metric`` (their scores from the study's latest finished metrics run, on the dimension the metrics run
+    compares with the people: the study's first)."""
     rows = JudgeAnswer.objects.filter(judge__study_id=study_id, question="rating").values_list(
         "judge__name", "judge__kind", "block__key", "block__scenario__key", "item__key", "item__system__name",
         "item__condition__name", "dimension__key", "position", "value").order_by("judge__name", "block_id", "item_id")
-    return pd.DataFrame(list(rows), columns=JUDGE_RATING_COLUMNS)
+    frames = [pd.DataFrame(list(rows), columns=JUDGE_RATING_COLUMNS), metric_judges_frame(study_id)]
+    frames = [frame for frame in frames if not frame.empty]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=JUDGE_RATING_COLUMNS)
+
+
+def metric_judges_frame(study_id: int) -> pd.DataFrame:
+    """The reference-based metrics of the latest finished metrics run, one judge of kind ``metric`` each."""
+    from analysis.metrics import REFERENCE_METRICS
+    from analysis.models import MetricsRun, MetricsTable
+
+    run = MetricsRun.objects.filter(study_id=study_id, status="done").order_by("-finished_at", "-id").first()
+    table = MetricsTable.objects.filter(run=run, name="per_response").first() if run else None
+    dimension = Dimension.objects.filter(study_id=study_id).order_by("order", "id").values_list("key", flat=True).first()
+    if table is None or dimension is None:
+        return pd.DataFrame(columns=JUDGE_RATING_COLUMNS)
+    per_response = pd.DataFrame(table.rows, columns=table.columns)
+    parts = []
+    for metric in REFERENCE_METRICS:
+        if metric in per_response.columns:
+            scored = per_response.dropna(subset=[metric])
+            parts.append(pd.DataFrame({
+                "judge": metric, "kind": Judge.Kind.METRIC.value, "block_id": scored["block_id"],
+                "scenario": scored["scenario"], "response_id": scored["response_id"], "model": scored["model"],
+                "condition": scored["condition"], "dimension": dimension, "position": pd.NA,
+                "rating": scored[metric].astype(float)}, columns=JUDGE_RATING_COLUMNS))
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=JUDGE_RATING_COLUMNS)
 
 
 def judge_pairwise_frame(study_id: int) -> pd.DataFrame:

@@ -118,11 +118,11 @@ def judge_response_agreement(ratings: pd.DataFrame, judges: pd.DataFrame, *, n_b
     ...     "model": "m", "condition": "c", "dimension": "d", "rating": [1, 2, 2, 3, 4, 4, 5, 4]})
     >>> judge = pd.DataFrame({"judge": "j", "kind": "llm", "response_id": list("abcd"), "dimension": "d",
     ...     "rating": [1, 3, 4, 5]})
-    >>> judge_response_agreement(people, judge, n_boot=0)[["method", "estimate", "n"]]
+    >>> judge_response_agreement(people, judge, n_boot=0)[["method", "estimate", "n"]].round(4)
          method  estimate  n
-    0  spearman       1.0  4
-    1   kendall       1.0  4
-    2   pearson  0.972306  4
+    0  spearman    1.0000  4
+    1   kendall    1.0000  4
+    2   pearson    0.9746  4
     """
     paired = _paired(ratings, judges)
     if paired.empty:
