@@ -8,14 +8,14 @@ from decimal import Decimal
 import pandas as pd
 from django.db.models import Count, Q, Sum
 
+from analysis.stats.judges import JUDGE_RATING_FIELDS
 from judges.models import Judge, JudgeAnswer, JudgeCall, JudgeRun
 from surveys.models import Dimension, Study
 
 #: judges.csv: one row per judge.
 JUDGE_COLUMNS = ["judge", "kind", "model", "seed", "n_ratings", "n_pairwise", "calls", "unparsed", "cost"]
 #: The judges' ratings, in the columns of the ratings frame that the analyses use.
-JUDGE_RATING_COLUMNS = ["judge", "kind", "block_id", "scenario", "response_id", "model", "condition", "dimension",
-                        "position", "rating"]
+JUDGE_RATING_COLUMNS = JUDGE_RATING_FIELDS
 JUDGE_PAIRWISE_COLUMNS = ["judge", "kind", "block_id", "scenario", "left_response_id", "right_response_id",
                           "left_model", "right_model", "left_condition", "right_condition", "preference"]
 

@@ -43,7 +43,7 @@ def planted():
         responses.assign(judge="rouge_l", kind="metric", dimension="empathy", position=1,
                          rating=mean / 7 + rng.normal(0, 0.2, len(z))),
     ], ignore_index=True)
-    return ratings, judges[J.JUDGE_RATING_COLUMNS]
+    return ratings, judges[J.JUDGE_RATING_FIELDS]
 
 
 def _means(ratings: pd.DataFrame, judges: pd.DataFrame, judge: str) -> pd.DataFrame:
@@ -195,3 +195,7 @@ def test_the_gathered_table_and_the_summary(planted, pairwise_planted):
     assert summary.loc["rouge_l", "kind"] == "metric"
     empty = J.judge_agreement(ratings, judges.iloc[:0], people.iloc[:0], judge.iloc[:0])
     assert empty["note"].iloc[0] == "no judge answered the blocks people answered"
+    nothing = pd.DataFrame()
+    assert J.judge_rater_loo(nothing, nothing)["note"].iloc[0] == "people's ratings: missing columns: " \
+        "participant_id, response_id, model, condition, rating"
+    assert list(J.judge_win_table(nothing, baseline="zs", treatment="ft").columns) == J.JUDGE_WIN_COLUMNS

@@ -36,15 +36,20 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from analysis.stats.primitives import _note_frame
+from analysis.stats.comparisons import WIN_COLUMNS
+from analysis.stats.primitives import _missing_columns_note, _note_frame
 from analysis.stats.reliability import alpha_from_values
 
 AGREEMENT_COLUMNS = ["judge", "kind", "dimension", "level", "method", "estimate", "ci_low", "ci_high", "n", "p",
                      "note"]
 SUMMARY_COLUMNS = ["judge", "kind", "n_ratings", "n_responses", "n_blocks", "n_pairwise", "dimensions", "note"]
 RATER_LOO_COLUMNS = ["rater", "rater_kind", "dimension", "spearman_r", "n_items", "note"]
-JUDGE_RATING_COLUMNS = ["judge", "kind", "block_id", "scenario", "response_id", "model", "condition", "dimension",
-                        "position", "rating"]
+JUDGE_WIN_COLUMNS = ["judge", "kind", *WIN_COLUMNS]
+#: The columns of the ``judges`` frame (judges.selectors.judge_ratings_frame).
+JUDGE_RATING_FIELDS = ["judge", "kind", "block_id", "scenario", "response_id", "model", "condition", "dimension",
+                       "position", "rating"]
+_JUDGE_NEEDS = ["judge", "kind", "response_id", "dimension", "rating"]
+_PEOPLE_NEEDS = ["participant_id", "response_id", "model", "condition", "rating"]
 CORRELATIONS: dict[str, Callable] = {"spearman": stats.spearmanr, "kendall": stats.kendalltau,
                                      "pearson": stats.pearsonr}
 MIN_ITEMS = 3
@@ -67,6 +72,14 @@ def _text(frame: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
 
 def _dimension_of(frame: pd.DataFrame) -> pd.Series:
     return frame["dimension"] if "dimension" in frame.columns else pd.Series("", index=frame.index)
+
+
+def _inputs_problem(ratings: pd.DataFrame, judges: pd.DataFrame) -> str:
+    problem = _missing_columns_note(ratings, _PEOPLE_NEEDS)
+    if problem:
+        return f"people's ratings: {problem}"
+    problem = _missing_columns_note(judges, _JUDGE_NEEDS)
+    return f"judges' ratings: {problem}" if problem else ""
 
 
 def human_means(ratings: pd.DataFrame) -> pd.DataFrame:
@@ -124,6 +137,8 @@ def judge_response_agreement(ratings: pd.DataFrame, judges: pd.DataFrame, *, n_b
     1   kendall    1.0000  4
     2   pearson    0.9746  4
     """
+    if problem := _inputs_problem(ratings, judges):
+        return _note_frame(AGREEMENT_COLUMNS, problem)
     paired = _paired(ratings, judges)
     if paired.empty:
         return _note_frame(AGREEMENT_COLUMNS, "no response rated by both a judge and the people")
@@ -155,6 +170,8 @@ def judge_system_agreement(ratings: pd.DataFrame, judges: pd.DataFrame, *, basel
 
     Means are over responses (each response's people mean, or the judge's score), so that both sides weigh
     the responses alike."""
+    if problem := _inputs_problem(ratings, judges):
+        return _note_frame(AGREEMENT_COLUMNS, problem)
     paired = _paired(ratings, judges)
     if paired.empty:
         return _note_frame(AGREEMENT_COLUMNS, "no response rated by both a judge and the people")
@@ -210,6 +227,8 @@ def _loo(ratings: pd.DataFrame, dimension: str) -> pd.DataFrame:
 
 def judge_rater_loo(ratings: pd.DataFrame, judges: pd.DataFrame) -> pd.DataFrame:
     """Every person's and every judge's Spearman correlation with the mean of the people other than them."""
+    if problem := _inputs_problem(ratings, judges):
+        return _note_frame(RATER_LOO_COLUMNS, problem)
     people = _text(ratings.dropna(subset=["rating"]), ["participant_id", "response_id", "dimension"])
     people = people.assign(dimension=_dimension_of(people))
     paired = _paired(ratings, judges)
@@ -234,6 +253,8 @@ def judge_alpha(ratings: pd.DataFrame, judges: pd.DataFrame, *, level: str = "or
 
     Units are responses; the judge's value on a response is its score (the mean, if it rated it twice).
     Metric judges are left out of alpha: their scores are not on the rating scale."""
+    if problem := _inputs_problem(ratings, judges):
+        return _note_frame(AGREEMENT_COLUMNS, problem)
     people = _text(ratings.dropna(subset=["rating"]), ["participant_id", "response_id", "dimension"])
     people = people.assign(dimension=_dimension_of(people))
     scores = _judge_scores(judges)
@@ -302,6 +323,9 @@ def judge_pairwise_agreement(pairwise: pd.DataFrame, judge_pairwise: pd.DataFram
     the same whatever side it was shown on."""
     if judge_pairwise.empty:
         return _note_frame(AGREEMENT_COLUMNS, "no pairwise judgements of a judge")
+    if problem := _missing_columns_note(judge_pairwise, ["judge", "kind", "left_response_id", "right_response_id",
+                                                         "preference"]):
+        return _note_frame(AGREEMENT_COLUMNS, problem)
     people = _verdicts(pairwise) if not pairwise.empty else pd.DataFrame(columns=["first", "second", "verdict"])
     majority = (people.groupby(["first", "second"], sort=True)["verdict"].agg(_majority).rename("people")
                 .reset_index())
@@ -346,7 +370,7 @@ def judge_agreement(ratings: pd.DataFrame, judges: pd.DataFrame, pairwise: pd.Da
                     n_boot: int = 2000, level: str = "ordinal") -> pd.DataFrame:
     """judge_agreement.csv: every agreement of every judge, one row per judge x dimension x level x method."""
     parts = []
-    if not judges.empty and not ratings.empty:
+    if not _inputs_problem(ratings, judges):
         parts += [judge_response_agreement(ratings, judges, n_boot=n_boot),
                   judge_system_agreement(ratings, judges, baseline=baseline, treatment=treatment),
                   judge_alpha(ratings, judges, level=level)]
@@ -361,13 +385,14 @@ def judge_agreement(ratings: pd.DataFrame, judges: pd.DataFrame, pairwise: pd.Da
 def judge_summary(judges: pd.DataFrame, judge_pairwise: pd.DataFrame) -> pd.DataFrame:
     """judges.csv: each judge, its kind, and how much it answered."""
     rows: dict[tuple[str, str], dict] = {}
-    for (judge, kind), part in _text(judges, ["judge", "kind"]).groupby(["judge", "kind"], sort=True):
+    for (judge, kind), part in _text(judges, ["judge", "kind"]).groupby(["judge", "kind"], sort=True) \
+            if not _missing_columns_note(judges, JUDGE_RATING_FIELDS) else []:
         rows[(judge, kind)] = {"judge": judge, "kind": kind, "n_ratings": len(part),
                                "n_responses": part["response_id"].nunique(), "n_blocks": part["block_id"].nunique(),
                                "n_pairwise": 0, "dimensions": " ".join(sorted(map(str, part["dimension"].unique()))),
                                "note": ""}
     for (judge, kind), part in _text(judge_pairwise, ["judge", "kind"]).groupby(["judge", "kind"], sort=True) \
-            if not judge_pairwise.empty else []:
+            if not _missing_columns_note(judge_pairwise, ["judge", "kind", "block_id"]) else []:
         row = rows.setdefault((judge, kind), {"judge": judge, "kind": kind, "n_ratings": 0, "n_responses": 0,
                                               "n_blocks": part["block_id"].nunique(), "dimensions": "", "note": ""})
         row["n_pairwise"] = len(part)
@@ -381,6 +406,8 @@ def judge_win_table(judges: pd.DataFrame, *, baseline: str, treatment: str,
     """The study's win table computed from each judge's ratings (the judge as the one rater), with a judge column."""
     from analysis.stats.comparisons import win_table
 
+    if problem := _missing_columns_note(judges, JUDGE_RATING_FIELDS):
+        return _note_frame(JUDGE_WIN_COLUMNS, problem)
     parts = []
     for (judge, kind), part in _text(judges, ["judge", "kind"]).groupby(["judge", "kind"], sort=True):
         if kind == "metric":
@@ -389,6 +416,6 @@ def judge_win_table(judges: pd.DataFrame, *, baseline: str, treatment: str,
                           references=references)
         parts.append(table.assign(judge=judge, kind=kind))
     if not parts:
-        return pd.DataFrame({"judge": [], "kind": [], "note": []})
+        return _note_frame(JUDGE_WIN_COLUMNS, "no judge rates on the study's scale")
     table = pd.concat(parts, ignore_index=True)
     return table[["judge", "kind"] + [c for c in table.columns if c not in ("judge", "kind")]]
