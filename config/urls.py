@@ -24,6 +24,7 @@ urlpatterns = [
     path("api/", include("config.api_urls")),
     path("", include("analysis.urls")),
     path("", include("prolific.urls")),
+    path("", include("judges.urls")),
     path("", include("surveys.urls")),
 ]
 

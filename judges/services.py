@@ -43,6 +43,14 @@ def judge_register(*, study: Study, name: str, kind: str = Judge.Kind.OTHER, mod
     return judge
 
 
+def judges_declared_register(*, study: Study) -> list[Judge]:
+    """The judges the study's definition declares (``judges:``), registered if new; a judge already registered
+    keeps its kind and seed (its answers were given under them)."""
+    declared = (study.definition or {}).get("judges") or []
+    return [judge_register(study=study, name=spec["name"], kind=spec.get("kind", "llm"), model=spec.get("model", ""),
+                           prompt_template=spec.get("prompt", "")) for spec in declared]
+
+
 def judge_plan(*, judge: Judge, both_orders: bool) -> list[list]:
     """[[block id, item ids in display order, swapped], ...]: the judge's presentation, drawn from its seed as a
     participant's is (blocks shuffled, responses counterbalanced, the pair shown); pairwise blocks also swapped."""

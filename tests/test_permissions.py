@@ -97,6 +97,10 @@ EXPECTED: dict[str, Expect] = {
     "api-import-responses": api_endpoint(A + "/imports/responses/", method="POST", owner=400),
     "api-import-gold": api_endpoint(A + "/imports/gold/", method="POST", owner=400),
     "api-metrics-runs": api_endpoint(A + "/metrics/", owner=404),
+    "api-import-judgements": api_endpoint(A + "/imports/judgements/", method="POST", owner=400),
+    "api-judges": api_endpoint(A + "/judges/"),
+    # The fixture's run has no judge, so even the owner finds no agreement table.
+    "api-judge-agreement": api_endpoint(A + "/judges/agreement/", owner=404),
     "api-predict": api_endpoint(A + "/predict/", method="POST", owner=400, json=True),
     # researcher pages
     "researcher:study_list": Expect("/studies/", {"anonymous": (302, LOGIN), "participant": (302, LOGIN),
@@ -133,6 +137,9 @@ EXPECTED: dict[str, Expect] = {
     # No metrics run exists in this fixture, so even the owner finds no table.
     "researcher:metrics_table_csv": researcher_page(S + "/metrics/1/tables/per_response.csv", owner=404),
     "researcher:metrics_start": researcher_page(S + "/metrics/run/", method="POST", owner=302),
+    "judges:page": researcher_page(S + "/judges/"),
+    # An empty form is refused (400) before any run is created.
+    "judges:run_start": researcher_page(S + "/judges/run/", method="POST", owner=400),
     "researcher:export_everything": researcher_page(S + "/exports/everything.zip"),
     "researcher:export_download": researcher_page(S + "/exports/participants.csv"),
     # participant pages: reachable for participants, whoever else is signed in
