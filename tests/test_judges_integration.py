@@ -53,7 +53,8 @@ def _metrics_run(study) -> None:
 
 
 @pytest.fixture
-def judged(study, monkeypatch):
+def judged(study, monkeypatch, settings):
+    settings.ANALYSIS_BOOTSTRAP_SAMPLES = 200  # the figures are checked elsewhere (test_judges_stats); keep it quick
     fill_with_bots(study, 12)
     judgements_import(study=study, file=_judge_csv(study))
     _metrics_run(study)
