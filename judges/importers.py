@@ -22,7 +22,7 @@ from django.db import transaction
 
 from analysis.importers import ImportProblems, _file_name, _Problems, _rows
 from judges.models import NAME_PATTERN, Judge, JudgeAnswer
-from judges.services import judge_register
+from judges.services import judge_register, judges_declared_register
 from surveys.models import Block, Dimension, Item, Study
 
 RATING_COLUMNS = ["judge", "block_id", "response_id", "dimension", "value"]
@@ -176,6 +176,7 @@ def judgements_import(*, study: Study, file: IO) -> JudgementImportReport:
         problems.add(name, 2, "", "no judgements in the file")
     problems.raise_if_any()
     with transaction.atomic():
+        judges_declared_register(study=study)  # a declared judge keeps the kind, model and prompt of the definition
         judges = {judge.name: judge for judge in Judge.objects.filter(study=study)}
         for judge_name, kind in new.items():
             judges[judge_name] = judge_register(study=study, name=judge_name, kind=kind)

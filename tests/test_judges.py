@@ -255,3 +255,34 @@ def test_the_key_is_never_stored_nor_logged(tide, llm, caplog, settings):
                 cursor.execute(f"SELECT * FROM {table}")
                 assert KEY not in repr(cursor.fetchall())
     assert KEY not in caplog.text and KEY not in repr(JudgeClient())
+
+
+# ------------------------------------------------------------------ declared judges and the command
+
+
+def test_a_judge_declared_by_the_study_is_run_with_its_own_prompt_template(db, tide_definition, llm, settings):
+    from surveys.definition import DefinitionError, parse_definition
+    from surveys.loader import study_load
+
+    tide_definition["judges"] = [{"name": "declared", "model": "judge-model",
+                                  "prompt": "Lisez.\n$responses\n$questions\n$answer_format"}]
+    study = study_load(definition=parse_definition(tide_definition)).study
+    settings.JUDGE_API_URL, settings.JUDGE_API_KEY = llm.url, KEY
+    call_command("judge_run", "--study", study.slug, "--judge", "declared", "--rpm", "6000", "--here",
+                 stdout=io.StringIO())
+    judge = Judge.objects.get(study=study, name="declared")
+    assert (judge.kind, judge.model) == ("llm", "judge-model") and judge.runs.get().status == "done"
+    assert all(r["body"]["messages"][0]["content"].startswith("Lisez.\n[A]") for r in llm.requests)
+    tide_definition["judges"].append({"name": "declared", "kind": "other"})
+    with pytest.raises(DefinitionError, match=r'judges\[1\]\.name: "declared" is used twice'):
+        parse_definition(tide_definition)
+
+
+def test_the_run_command_refuses_bad_input_with_a_message(tide):
+    with pytest.raises(CommandError, match="not a judge name"):
+        call_command("judge_run", "--study", tide.slug, "--judge", "Not OK", "--here")
+    with pytest.raises(CommandError, match="cost_cap must be more than 0"):
+        call_command("judge_run", "--study", tide.slug, "--judge", "ok", "--cost-cap", "0", "--here")
+    with pytest.raises(CommandError, match="no judge run 999"):
+        call_command("judge_run", "--resume", "999")
+    assert not Judge.objects.exists()

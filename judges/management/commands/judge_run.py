@@ -1,6 +1,7 @@
 from decimal import Decimal, InvalidOperation
 
 from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
 
 from judges import services
 from judges.models import Judge, JudgeRun
@@ -32,10 +33,13 @@ class Command(BaseCommand):
             if study is None or not o["judge"]:
                 raise CommandError("give --study SLUG and --judge NAME (or --resume RUN_ID)")
             try:
-                cap = Decimal(o["cost_cap"])
-                judge = services.judge_register(study=study, name=o["judge"], kind=Judge.Kind.LLM, model=o["model"])
-                run = services.judge_run_create(judge=judge, requests_per_minute=o["rpm"], cost_cap=cap,
-                                                both_orders=not o["one_order"])
+                with transaction.atomic():  # bad input writes nothing, not even the judge
+                    cap = Decimal(o["cost_cap"])
+                    services.judges_declared_register(study=study)
+                    judge = services.judge_register(study=study, name=o["judge"], kind=Judge.Kind.LLM,
+                                                    model=o["model"])
+                    run = services.judge_run_create(judge=judge, requests_per_minute=o["rpm"], cost_cap=cap,
+                                                    both_orders=not o["one_order"])
             except (InvalidOperation, ValueError) as exc:
                 raise CommandError(str(exc) or "invalid cost cap") from None
         if o["here"]:
