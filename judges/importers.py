@@ -3,7 +3,9 @@
 Two shapes, told apart by the header:
 
 - ratings: ``judge, block_id, response_id, dimension, value`` (optional ``kind``, ``position``);
-- pairwise: ``judge, block_id, left_response_id, right_response_id, preference`` (optional ``kind``).
+- pairwise: ``judge, block_id, left_response_id, right_response_id, preference`` (optional ``kind``);
+- ranking: ``judge, block_id, response_id, rank`` (every response of the block, ranks 1..n; optional ``kind``);
+- most/least: ``judge, block_id, response_id, choice`` (``most`` or ``least``, one of each per block).
 
 Validated like the response import (``analysis.importers``): every problem is reported as
 ``file:line:column: message`` and nothing is written unless the whole file is clean. A judge named
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 from typing import IO
 
 from django.db import transaction
+from django.db.models import Count
 
 from analysis.importers import ImportProblems, _file_name, _Problems, _rows
 from judges.models import NAME_PATTERN, Judge, JudgeAnswer
@@ -29,6 +32,12 @@ RATING_COLUMNS = ["judge", "block_id", "response_id", "dimension", "value"]
 PAIRWISE_COLUMNS = ["judge", "block_id", "left_response_id", "right_response_id", "preference"]
 OPTIONAL_RATING_COLUMNS = ["kind", "position"]
 OPTIONAL_PAIRWISE_COLUMNS = ["kind"]
+RANK_COLUMNS = ["judge", "block_id", "response_id", "rank"]
+CHOICE_COLUMNS = ["judge", "block_id", "response_id", "choice"]
+CHOICES = {"most": 1, "least": -1}
+#: shape -> (required columns, optional columns)
+SHAPES = {"rating": (RATING_COLUMNS, OPTIONAL_RATING_COLUMNS), "pairwise": (PAIRWISE_COLUMNS, OPTIONAL_PAIRWISE_COLUMNS),
+          "rank": (RANK_COLUMNS, ["kind"]), "best_worst": (CHOICE_COLUMNS, ["kind"])}
 PREFERENCES = [choice.value for choice in JudgeAnswer.Preference]
 KINDS = [choice.value for choice in Judge.Kind]
 
@@ -52,6 +61,7 @@ class JudgementImportReport:
 class _Index:
     blocks: dict[str, int]
     items: dict[str, tuple[int, int]]  # key -> (id, block id)
+    block_sizes: dict[int, int]
     dimensions: dict[str, tuple[int, int, int]]  # key -> (id, min, max)
     judges: dict[str, str]  # name -> kind
 
@@ -60,6 +70,8 @@ def _index(study: Study) -> _Index:
     return _Index(
         blocks=dict(Block.objects.filter(study=study).values_list("key", "id")),
         items={key: (pk, block) for key, pk, block in Item.objects.filter(study=study).values_list("key", "id", "block_id")},
+        block_sizes=dict(Item.objects.filter(study=study).values_list("block_id").annotate(n=Count("id"))
+                         .values_list("block_id", "n")),
         dimensions={key: (pk, low, high) for key, pk, low, high in
                     Dimension.objects.filter(study=study).values_list("key", "id", "scale_min", "scale_max")},
         judges=dict(Judge.objects.filter(study=study).values_list("name", "kind")),
@@ -68,7 +80,10 @@ def _index(study: Study) -> _Index:
 
 def _shape(head: str) -> str:
     columns = {cell.strip().lstrip("\ufeff").lower() for cell in head.split(",")}
-    return "pairwise" if "preference" in columns else "rating"
+    for marker, shape in (("preference", "pairwise"), ("rank", "rank"), ("choice", "best_worst")):
+        if marker in columns:
+            return shape
+    return "rating"
 
 
 def _judge_problem(name: str, kind: str, index: _Index, new: dict[str, str]) -> tuple[str, str] | None:
@@ -102,8 +117,7 @@ def _read(study: Study, file: IO, name: str, problems: _Problems, index: _Index,
     shape = _shape(data.split(b"\n", 1)[0].decode("utf-8", errors="replace"))
     buffer = io.BytesIO(data)
     buffer.name = name
-    required, optional = ((PAIRWISE_COLUMNS, OPTIONAL_PAIRWISE_COLUMNS) if shape == "pairwise"
-                          else (RATING_COLUMNS, OPTIONAL_RATING_COLUMNS))
+    required, optional = SHAPES[shape]
     table = _rows(buffer, name, required, optional, problems)
     if table is None:
         return []
@@ -147,6 +161,19 @@ def _read(study: Study, file: IO, name: str, problems: _Problems, index: _Index,
                 else:
                     answer["position"] = int(row["position"])
             key = (row["judge"], row["response_id"], row["dimension"])
+        elif shape in ("rank", "best_worst"):
+            answer["item_id"] = _item(row["response_id"], block_id, "response_id", index, add)
+            if shape == "rank":
+                size = index.block_sizes.get(block_id, 0)
+                if not row["rank"].isdigit() or not 1 <= int(row["rank"]) <= size:
+                    add("rank", f'"{row["rank"]}" is not a rank of this block (1-{size})')
+                else:
+                    answer["value"] = float(row["rank"])
+            elif row["choice"].lower() not in CHOICES:
+                add("choice", f'"{row["choice"]}" is not a choice; use most or least')
+            else:
+                answer["value"] = float(CHOICES[row["choice"].lower()])
+            key = (row["judge"], row["response_id"])
         else:
             answer["left_item_id"] = _item(row["left_response_id"], block_id, "left_response_id", index, add)
             answer["right_item_id"] = _item(row["right_response_id"], block_id, "right_response_id", index, add)
@@ -161,7 +188,23 @@ def _read(study: Study, file: IO, name: str, problems: _Problems, index: _Index,
         seen.setdefault(key, line)
         if not bad:
             answers.append(answer)
+    if shape in ("rank", "best_worst"):
+        _check_blocks(shape, answers, index, lambda line, message: problems.add(name, line, "", message))
     return answers
+
+
+def _check_blocks(shape: str, answers: list[dict], index: _Index, add) -> None:
+    """A judge's ranking ranks every response of the block once (1..n); its most/least picks one of each."""
+    groups: dict[tuple[str, int], list[dict]] = {}
+    for answer in answers:
+        groups.setdefault((answer["judge"], answer["block_id"]), []).append(answer)
+    for (judge, block_id), group in groups.items():
+        values = sorted(a["value"] for a in group)
+        if shape == "rank" and values != [float(k) for k in range(1, index.block_sizes[block_id] + 1)]:
+            add(group[0]["line"], f"{judge}'s ranking of this block must rank each of its "
+                                  f"{index.block_sizes[block_id]} responses once (ranks 1-{index.block_sizes[block_id]})")
+        if shape == "best_worst" and values != [-1.0, 1.0]:
+            add(group[0]["line"], f"{judge} must pick exactly one most and one least response in this block")
 
 
 def judgements_import(*, study: Study, file: IO) -> JudgementImportReport:
@@ -181,11 +224,18 @@ def judgements_import(*, study: Study, file: IO) -> JudgementImportReport:
         for judge_name, kind in new.items():
             judges[judge_name] = judge_register(study=study, name=judge_name, kind=kind)
         replaced = 0
+        # A ranking or a most/least pick is a whole block's answer: a new one replaces the block's earlier one.
+        for judge_name, block_id, question in {(a["judge"], a["block_id"], a["question"]) for a in answers
+                                               if a["question"] in ("rank", "best_worst")}:
+            replaced += JudgeAnswer.objects.filter(judge=judges[judge_name], block_id=block_id,
+                                                   question=question).delete()[0]
         for answer in answers:
             answer.pop("line")
             judge = judges[answer.pop("judge")]
             if answer["question"] == "rating":
                 lookup = {"item_id": answer.pop("item_id"), "dimension_id": answer.pop("dimension_id")}
+            elif answer["question"] in ("rank", "best_worst"):
+                lookup = {"item_id": answer.pop("item_id")}
             else:
                 lookup = {"left_item_id": answer.pop("left_item_id"), "right_item_id": answer.pop("right_item_id")}
             _, created = JudgeAnswer.objects.update_or_create(judge=judge, question=answer.pop("question"),

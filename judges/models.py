@@ -100,7 +100,8 @@ class JudgeCall(models.Model):
 
 
 class JudgeAnswer(models.Model):
-    """What a judge answered on one response (a rating) or one pair (a pairwise choice).
+    """What a judge answered on one response (a rating, its rank, most = 1 / least = -1) or one pair (a pairwise
+    choice).
 
     ``position`` is where the judge was shown the response (1 = first / left). ``raw`` keeps the
     judge's reply (or the imported line) so an answer can always be traced back to it."""
@@ -108,6 +109,8 @@ class JudgeAnswer(models.Model):
     class Question(models.TextChoices):
         RATING = "rating", "Rating"
         PAIRWISE = "pairwise", "Pairwise choice"
+        RANK = "rank", "Rank within the block"
+        BEST_WORST = "best_worst", "Most or least"
 
     class Preference(models.TextChoices):
         LEFT = "left", "Left"
@@ -133,9 +136,15 @@ class JudgeAnswer(models.Model):
                                     name="judge_rating_once"),
             models.UniqueConstraint(fields=["judge", "left_item", "right_item"], condition=Q(question="pairwise"),
                                     name="judge_pair_once_per_order"),
+            # A judge ranks a response once, and picks it as most or least at most once.
+            models.UniqueConstraint(fields=["judge", "item"], condition=Q(question="rank"), name="judge_rank_once"),
+            models.UniqueConstraint(fields=["judge", "item"], condition=Q(question="best_worst"),
+                                    name="judge_best_worst_once"),
             models.CheckConstraint(
                 condition=(Q(question="rating", item__isnull=False, dimension__isnull=False, value__isnull=False)
                            | Q(question="pairwise", left_item__isnull=False, right_item__isnull=False,
-                               preference__in=["left", "right", "tie", "both_bad"])),
+                               preference__in=["left", "right", "tie", "both_bad"])
+                           | Q(question="rank", item__isnull=False, value__gte=1)
+                           | Q(question="best_worst", item__isnull=False, value__in=[1, -1])),
                 name="judge_answer_shape"),
         ]

@@ -8,7 +8,7 @@ from decimal import Decimal
 import pandas as pd
 from django.db.models import Count, Q, Sum
 
-from analysis.stats.judges import JUDGE_RATING_FIELDS
+from analysis.stats.judges import JUDGE_RATING_FIELDS, RANK_DIMENSION
 from judges.models import Judge, JudgeAnswer, JudgeCall, JudgeRun
 from surveys.models import Dimension, Study
 
@@ -27,7 +27,12 @@ def judge_ratings_frame(study_id: int) -> pd.DataFrame:
     rows = JudgeAnswer.objects.filter(judge__study_id=study_id, question="rating").values_list(
         "judge__name", "judge__kind", "block__key", "block__scenario__key", "item__key", "item__system__name",
         "item__condition__name", "dimension__key", "position", "value").order_by("judge__name", "block_id", "item_id")
-    frames = [pd.DataFrame(list(rows), columns=JUDGE_RATING_COLUMNS), metric_judges_frame(study_id)]
+    ranks = JudgeAnswer.objects.filter(judge__study_id=study_id, question="rank").values_list(
+        "judge__name", "judge__kind", "block__key", "block__scenario__key", "item__key", "item__system__name",
+        "item__condition__name", "position", "value").order_by("judge__name", "block_id", "item_id")
+    # A judge's rank of a response is compared with the people's mean rank, as the dimension "rank".
+    ranked = pd.DataFrame([(*row[:7], RANK_DIMENSION, *row[7:]) for row in ranks], columns=JUDGE_RATING_COLUMNS)
+    frames = [pd.DataFrame(list(rows), columns=JUDGE_RATING_COLUMNS), ranked, metric_judges_frame(study_id)]
     frames = [frame for frame in frames if not frame.empty]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=JUDGE_RATING_COLUMNS)
 
@@ -67,7 +72,7 @@ def judge_pairwise_frame(study_id: int) -> pd.DataFrame:
 def judges_table(study: Study) -> pd.DataFrame:
     """judges.csv: each judge with its answers, calls, unparsed replies and cost."""
     judges = Judge.objects.filter(study=study).annotate(
-        n_ratings=Count("answers", filter=Q(answers__question="rating")),
+        n_ratings=Count("answers", filter=Q(answers__question__in=["rating", "rank"])),
         n_pairwise=Count("answers", filter=Q(answers__question="pairwise")),
     ).order_by("name")
     calls = {row["run__judge"]: row for row in JudgeCall.objects.filter(run__judge__study=study).values("run__judge")

@@ -286,3 +286,40 @@ def test_the_run_command_refuses_bad_input_with_a_message(tide):
     with pytest.raises(CommandError, match="no judge run 999"):
         call_command("judge_run", "--resume", "999")
     assert not Judge.objects.exists()
+
+
+# ------------------------------------------------------------------ rankings and most/least
+
+
+def test_it_imports_a_judges_ranking_and_most_least_picks_checking_each_block(tide):
+    block = tide.blocks.order_by("id").first()
+    items = list(block.items.order_by("id"))
+    ranking = "".join(f"ranker,{block.key},{item.key},{k}\n" for k, item in enumerate(items, start=1))
+    judgements_import(study=tide, file=_csv("judge,block_id,response_id,rank\n" + ranking))
+    assert list(JudgeAnswer.objects.filter(question="rank").order_by("value").values_list("item_id", flat=True)) == [
+        item.pk for item in items]
+    judgements_import(study=tide, file=_csv(
+        f"judge,block_id,response_id,choice\npicker,{block.key},{items[0].key},most\n"
+        f"picker,{block.key},{items[1].key},least\n"))
+    again = judgements_import(study=tide, file=_csv(  # a new pick replaces the block's earlier one
+        f"judge,block_id,response_id,choice\npicker,{block.key},{items[2].key},most\n"
+        f"picker,{block.key},{items[1].key},least\n"))
+    assert again.answers_replaced == 2
+    assert sorted(JudgeAnswer.objects.filter(question="best_worst").values_list("item_id", "value")) == sorted(
+        [(items[2].pk, 1.0), (items[1].pk, -1.0)])
+    before = _snapshot()
+    with pytest.raises(ImportProblems) as caught:
+        judgements_import(study=tide, file=_csv(
+            "judge,block_id,response_id,rank\n"
+            f"r2,{block.key},{items[0].key},1\nr2,{block.key},{items[1].key},1\nr2,{block.key},{items[2].key},9\n"))
+    assert caught.value.problems == [
+        f'judgements.csv:4:rank: "9" is not a rank of this block (1-{len(items)})',
+        f"judgements.csv:2:: r2's ranking of this block must rank each of its {len(items)} responses once "
+        f"(ranks 1-{len(items)})"]
+    with pytest.raises(ImportProblems) as caught:
+        judgements_import(study=tide, file=_csv(
+            f"judge,block_id,response_id,choice\np2,{block.key},{items[0].key},most\np2,{block.key},{items[1].key},best\n"))
+    assert caught.value.problems == [
+        'judgements.csv:3:choice: "best" is not a choice; use most or least',
+        "judgements.csv:2:: p2 must pick exactly one most and one least response in this block"]
+    assert _snapshot() == before

@@ -199,3 +199,27 @@ def test_the_gathered_table_and_the_summary(planted, pairwise_planted):
     assert J.judge_rater_loo(nothing, nothing)["note"].iloc[0] == "people's ratings: missing columns: " \
         "participant_id, response_id, model, condition, rating"
     assert list(J.judge_win_table(nothing, baseline="zs", treatment="ft").columns) == J.JUDGE_WIN_COLUMNS
+
+
+def test_a_judges_ranks_are_compared_with_the_peoples_mean_rank():
+    rng = np.random.default_rng(3)
+    rows, judge = [], []
+    for block in range(30):
+        quality = rng.normal(0, 1, 4)
+        for person in range(5):
+            ranks = np.argsort(np.argsort(-(quality + rng.normal(0, 0.7, 4)))) + 1
+            rows += [{"participant_id": f"p{person}", "block_id": f"b{block}", "response_id": f"b{block}-{k}",
+                      "model": f"s{k}", "condition": "zs" if k % 2 else "ft", "dimension": "", "rating": np.nan,
+                      "rank": int(ranks[k])} for k in range(4)]
+        own = np.argsort(np.argsort(-(quality + rng.normal(0, 0.7, 4)))) + 1
+        judge += [{"judge": "ranker", "kind": "llm", "block_id": f"b{block}", "scenario": "S", "response_id":
+                   f"b{block}-{k}", "model": f"s{k}", "condition": "zs" if k % 2 else "ft", "dimension": "rank",
+                   "position": k + 1, "rating": float(own[k])} for k in range(4)]
+    people, judges = pd.DataFrame(rows), pd.DataFrame(judge)
+    table = J.judge_agreement(people, judges, pd.DataFrame(), pd.DataFrame(), baseline="zs", treatment="ft",
+                              n_boot=0)
+    mean_rank = people.groupby("response_id")["rank"].mean()
+    own = judges.set_index("response_id")["rating"].reindex(mean_rank.index)
+    row = _row(table, "ranker", "response", "spearman")
+    assert row["dimension"] == "rank" and row["n"] == 120
+    assert row["estimate"] == pytest.approx(stats.spearmanr(own, mean_rank)[0], abs=1e-12)

@@ -53,6 +53,8 @@ _PEOPLE_NEEDS = ["participant_id", "response_id", "model", "condition", "rating"
 CORRELATIONS: dict[str, Callable] = {"spearman": stats.spearmanr, "kendall": stats.kendalltau,
                                      "pearson": stats.pearsonr}
 MIN_ITEMS = 3
+#: The dimension under which ranks are compared (the judge's rank of a response vs the people's mean rank).
+RANK_DIMENSION = "rank"
 
 
 def _row(judge: str, kind: str, dimension: str, level: str, method: str, estimate: float = np.nan,
@@ -80,6 +82,15 @@ def _inputs_problem(ratings: pd.DataFrame, judges: pd.DataFrame) -> str:
         return f"people's ratings: {problem}"
     problem = _missing_columns_note(judges, _JUDGE_NEEDS)
     return f"judges' ratings: {problem}" if problem else ""
+
+
+def with_ranks(ratings: pd.DataFrame) -> pd.DataFrame:
+    """The ratings plus, for a ranking study, each person's rank of each response as the dimension "rank"."""
+    if "rank" not in ratings.columns or ratings["rank"].isna().all():
+        return ratings
+    ranks = ratings.dropna(subset=["rank"]).drop_duplicates(["participant_id", "response_id"])
+    ranks = ranks.assign(dimension=RANK_DIMENSION, rating=ranks["rank"].astype(float))
+    return pd.concat([ratings, ranks], ignore_index=True)
 
 
 def human_means(ratings: pd.DataFrame) -> pd.DataFrame:
@@ -156,12 +167,13 @@ def judge_response_agreement(ratings: pd.DataFrame, judges: pd.DataFrame, *, n_b
     return pd.DataFrame(rows, columns=AGREEMENT_COLUMNS)
 
 
-def _winner(means: pd.Series, baseline: str, treatment: str) -> str:
+def _winner(means: pd.Series, baseline: str, treatment: str, lower_wins: bool = False) -> str:
+    """The condition with the better mean (the higher; the lower for ranks), "tie", or "" when one is missing."""
     if baseline not in means or treatment not in means:
         return ""
     if means[baseline] == means[treatment]:
         return "tie"
-    return baseline if means[baseline] > means[treatment] else treatment
+    return baseline if (means[baseline] > means[treatment]) != lower_wins else treatment
 
 
 def judge_system_agreement(ratings: pd.DataFrame, judges: pd.DataFrame, *, baseline: str | None = None,
@@ -192,15 +204,16 @@ def judge_system_agreement(ratings: pd.DataFrame, judges: pd.DataFrame, *, basel
         same, n = 0, 0
         for system in cells["model"].unique():
             own = by_system.loc[system]
-            judge_winner = _winner(own["score"], baseline, treatment)
-            human_winner = _winner(own["human"], baseline, treatment)
+            judge_winner = _winner(own["score"], baseline, treatment, dimension == RANK_DIMENSION)
+            human_winner = _winner(own["human"], baseline, treatment, dimension == RANK_DIMENSION)
             if judge_winner and human_winner:
                 n += 1
                 same += judge_winner == human_winner
         rows.append(_row(judge, kind, dimension, "system", "same_winner", same / n if n else np.nan, n=n,
                          note="" if n else "no system has responses of both conditions"))
         overall = cells.groupby("condition")[["score", "human"]].mean()
-        judge_winner, human_winner = (_winner(overall[side], baseline, treatment) for side in ("score", "human"))
+        judge_winner, human_winner = (_winner(overall[side], baseline, treatment, dimension == RANK_DIMENSION)
+                                      for side in ("score", "human"))
         rows.append(_row(judge, kind, dimension, "system", "same_study_winner",
                          float(judge_winner == human_winner) if judge_winner and human_winner else np.nan,
                          n=len(cells), note=f"judge: {judge_winner or '-'}; people: {human_winner or '-'}"))
@@ -229,6 +242,7 @@ def judge_rater_loo(ratings: pd.DataFrame, judges: pd.DataFrame) -> pd.DataFrame
     """Every person's and every judge's Spearman correlation with the mean of the people other than them."""
     if problem := _inputs_problem(ratings, judges):
         return _note_frame(RATER_LOO_COLUMNS, problem)
+    ratings = with_ranks(ratings)
     people = _text(ratings.dropna(subset=["rating"]), ["participant_id", "response_id", "dimension"])
     people = people.assign(dimension=_dimension_of(people))
     paired = _paired(ratings, judges)
@@ -368,7 +382,11 @@ def judge_pairwise_agreement(pairwise: pd.DataFrame, judge_pairwise: pd.DataFram
 def judge_agreement(ratings: pd.DataFrame, judges: pd.DataFrame, pairwise: pd.DataFrame,
                     judge_pairwise: pd.DataFrame, *, baseline: str | None = None, treatment: str | None = None,
                     n_boot: int = 2000, level: str = "ordinal") -> pd.DataFrame:
-    """judge_agreement.csv: every agreement of every judge, one row per judge x dimension x level x method."""
+    """judge_agreement.csv: every agreement of every judge, one row per judge x dimension x level x method.
+
+    Ranks (a ranking study's, and a judge's) are compared as the dimension "rank" (``with_ranks``)."""
+    if not ratings.empty and "rank" in ratings.columns:
+        ratings = with_ranks(ratings)
     parts = []
     if not _inputs_problem(ratings, judges):
         parts += [judge_response_agreement(ratings, judges, n_boot=n_boot),
