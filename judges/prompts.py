@@ -26,6 +26,9 @@ $answer_format"""
 
 RATING_FORMAT = ('Answer with one JSON object only, mapping each response label to its scores, e.g. '
                  '{"A": {$example}, "B": {$example}}.')
+RANKING_FORMAT = ' Also give "ranking": every label once, best first, e.g. "ranking": [$labels].'
+BEST_WORST_FORMAT = ('Answer with one JSON object only, naming the most and the least $construct response, e.g. '
+                     '{"most": "A", "least": "B"}.')
 PAIRWISE_FORMAT = ('Answer with one JSON object only: {"preference": "A"}, {"preference": "B"}, '
                    '{"preference": "tie"} or {"preference": "both_bad"}.')
 
@@ -50,6 +53,9 @@ class Page:
     responses: list[str]
     scales: list[Scale]
     pairwise: bool
+    ranking: bool = False
+    best_worst: bool = False
+    construct: str = ""
 
 
 def label(position: int) -> str:
@@ -77,7 +83,12 @@ def render(page: Page, template: str = "") -> list[dict[str, str]]:
         if page.question_text:
             questions = page.question_text + "\n" + questions
         example = ", ".join(f'"{scale.key}": {scale.low}' for scale in page.scales)
-        answer_format = string.Template(RATING_FORMAT).safe_substitute(example=example)
+        answer_format = string.Template(RATING_FORMAT).safe_substitute(example=example) if page.scales else ""
+        if page.best_worst:
+            answer_format = string.Template(BEST_WORST_FORMAT).safe_substitute(construct=page.construct)
+        if page.ranking:
+            labels = ", ".join(f'"{label(k)}"' for k in range(1, len(page.responses) + 1))
+            answer_format += string.Template(RANKING_FORMAT).safe_substitute(labels=labels)
     text = string.Template(template or DEFAULT_TEMPLATE).safe_substitute(
         instructions=page.instructions, conversation=conversation, responses=responses, questions=questions,
         answer_format=answer_format)
@@ -94,6 +105,41 @@ def _json_object(reply: str) -> Any:
         return json.loads(text)
     except ValueError:
         return None
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A parsed reply: scores by display position, ranks by display position, the most and least positions."""
+
+    scores: dict[int, dict[str, int]]
+    ranks: dict[int, int]
+    most: int | None
+    least: int | None
+
+
+def parse_reply(reply: str, page: Page) -> Reply | None:
+    """Everything the block asks (ratings, ranking, most/least), or None if anything is missing or off."""
+    data = _json_object(reply)
+    labels = [label(k) for k in range(1, len(page.responses) + 1)]
+    expected = (set(labels) if page.scales else set()) | ({"ranking"} if page.ranking else set()) \
+        | ({"most", "least"} if page.best_worst else set())
+    if not isinstance(data, dict) or set(data) != expected:
+        return None
+    scores = parse_ratings(json.dumps({k: data[k] for k in labels}), page) if page.scales else {}
+    if scores is None:
+        return None
+    ranks: dict[int, int] = {}
+    if page.ranking:
+        order = data["ranking"]
+        if not isinstance(order, list) or sorted(map(str, order)) != sorted(labels) or len(order) != len(labels):
+            return None
+        ranks = {labels.index(name) + 1: rank for rank, name in enumerate(order, start=1)}
+    most = least = None
+    if page.best_worst:
+        if data["most"] not in labels or data["least"] not in labels or data["most"] == data["least"]:
+            return None
+        most, least = labels.index(data["most"]) + 1, labels.index(data["least"]) + 1
+    return Reply(scores=scores, ranks=ranks, most=most, least=least)
 
 
 def parse_ratings(reply: str, page: Page) -> dict[int, dict[str, int]] | None:

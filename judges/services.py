@@ -83,7 +83,9 @@ def _page(study: Study, block: Block, item_ids: list[int], scales: list[prompts.
     texts = dict(Item.objects.filter(pk__in=item_ids).values_list("id", "text"))
     return prompts.Page(instructions=study.instructions_text, question_text=study.question_text,
                         context=list(block.scenario.context or []), user_input=block.scenario.user_input,
-                        responses=[texts[i] for i in item_ids], scales=scales, pairwise=study.pairwise_enabled)
+                        responses=[texts[i] for i in item_ids], scales=scales, pairwise=study.pairwise_enabled,
+                        ranking=study.ranking_enabled, best_worst=study.best_worst_enabled,
+                        construct=study.construct)
 
 
 def _scales(study: Study) -> tuple[list[prompts.Scale], dict[str, int]]:
@@ -105,12 +107,19 @@ def _answers(judge: Judge, block: Block, item_ids: list[int], page: prompts.Page
             return None
         return [JudgeAnswer(judge=judge, block=block, question="pairwise", left_item_id=item_ids[0],
                             right_item_id=item_ids[1], preference=preference)]
-    scores = prompts.parse_ratings(reply, page)
-    if scores is None:
+    parsed = prompts.parse_reply(reply, page)
+    if parsed is None:
         return None
-    return [JudgeAnswer(judge=judge, block=block, question="rating", item_id=item_ids[position - 1],
-                        dimension_id=dimension_ids[key], value=value, position=position)
-            for position, values in scores.items() for key, value in values.items()]
+    answers = [JudgeAnswer(judge=judge, block=block, question="rating", item_id=item_ids[position - 1],
+                           dimension_id=dimension_ids[key], value=value, position=position)
+               for position, values in parsed.scores.items() for key, value in values.items()]
+    answers += [JudgeAnswer(judge=judge, block=block, question="rank", item_id=item_ids[position - 1], value=rank,
+                            position=position) for position, rank in parsed.ranks.items()]
+    if parsed.most is not None:
+        answers += [JudgeAnswer(judge=judge, block=block, question="best_worst", item_id=item_ids[position - 1],
+                                value=value, position=position)
+                    for position, value in ((parsed.most, 1), (parsed.least, -1))]
+    return answers
 
 
 def _claim(run_id: int) -> JudgeRun | None:
@@ -186,9 +195,12 @@ def judge_run_execute(*, run_id: int, client: JudgeClient | None = None, max_cal
 
 
 def _replace_answers(judge: Judge, answers: list[JudgeAnswer]) -> None:
-    """A new run's answer replaces the judge's earlier one on the same response and dimension (or pair and order)."""
+    """A new run's answer replaces the judge's earlier one on the same response and dimension (or pair and order,
+    or the block's ranking or most/least)."""
     for answer in answers:
-        if answer.question == "rating":
+        if answer.question in ("rank", "best_worst"):
+            JudgeAnswer.objects.filter(judge=judge, question=answer.question, block_id=answer.block_id).delete()
+        elif answer.question == "rating":
             JudgeAnswer.objects.filter(judge=judge, question="rating", item_id=answer.item_id,
                                        dimension_id=answer.dimension_id).delete()
         else:

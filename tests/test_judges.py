@@ -23,11 +23,15 @@ from tests.support.fake_llm import KEY, FakeLLM
 
 
 def _rating_reply(prompt: str) -> str:
-    """Every response gets a score drawn from its text, on each dimension named in the prompt."""
+    """Every response gets a score drawn from its text, on each dimension named in the prompt; ranked in reverse
+    order of display when the block asks for a ranking."""
     labels = re.findall(r"^\[([A-Z]+)\]$", prompt, flags=re.M)
     keys = re.findall(r"^(\w+): .*\((\d+)-(\d+)", prompt, flags=re.M)
-    return json.dumps({label: {key: int(low) + len(label) % (int(high) - int(low) + 1) for key, low, high in keys}
-                       for label in labels})
+    reply = {label: {key: int(low) + len(label) % (int(high) - int(low) + 1) for key, low, high in keys}
+             for label in labels}
+    if '"ranking"' in prompt:
+        reply["ranking"] = labels[::-1]
+    return json.dumps(reply)
 
 
 @pytest.fixture
@@ -179,7 +183,12 @@ def test_a_run_rates_every_response_from_the_judges_own_blinded_presentation(tid
     assert len(run.plan) == tide.blocks.count()
     done = services.judge_run_execute(run_id=run.pk, client=_client(llm))
     assert done.status == "done" and done.error == ""
-    assert JudgeAnswer.objects.filter(judge=run.judge).count() == Item.objects.filter(study=tide).count()
+    n_items = Item.objects.filter(study=tide).count()
+    assert JudgeAnswer.objects.filter(judge=run.judge, question="rating").count() == n_items
+    # The judge ranks too, as a participant of this study does: here in reverse order of display.
+    assert JudgeAnswer.objects.filter(judge=run.judge, question="rank").count() == n_items
+    assert set(JudgeAnswer.objects.filter(judge=run.judge, question="rank").values_list("position", "value")) == {
+        (k, 6.0 - k) for k in range(1, 6)}
     prompts = [r["body"]["messages"][0]["content"] for r in llm.requests]
     system_names = list(tide.systems.values_list("name", flat=True)) + list(tide.conditions.values_list("name", flat=True))
     assert not any(name in prompt for prompt in prompts for name in system_names)  # blinded
@@ -188,7 +197,7 @@ def test_a_run_rates_every_response_from_the_judges_own_blinded_presentation(tid
     other = services.judge_register(study=tide, name="llm-b", kind="llm")
     assert services.judge_plan(judge=other, both_orders=True) != run.plan
     first_block, order, _ = run.plan[0]
-    assert list(JudgeAnswer.objects.filter(judge=run.judge, block_id=first_block).order_by("position")
+    assert list(JudgeAnswer.objects.filter(judge=run.judge, block_id=first_block, question="rating").order_by("position")
                 .values_list("item_id", flat=True).distinct()) == order
     assert all(count == 1 for count in llm.per_prompt.values()) and len(llm.per_prompt) == len(run.plan)
 
@@ -201,7 +210,7 @@ def test_a_run_interrupted_between_calls_resumes_without_a_duplicate_call(tide, 
     failed = services.judge_run_execute(run_id=run.pk, client=_client(llm))
     assert failed.status == "failed" and "answered 500" in failed.error
     assert JudgeCall.objects.filter(run=run).count() == 5
-    assert JudgeAnswer.objects.filter(judge=run.judge).count() == 5 * 5
+    assert JudgeAnswer.objects.filter(judge=run.judge, question="rating").count() == 5 * 5
     resumed = services.judge_run_execute(run_id=run.pk, client=_client(llm))
     assert resumed.status == "done"
     assert len(llm.per_prompt) == len(run.plan) and set(llm.per_prompt.values()) == {1}
@@ -323,3 +332,18 @@ def test_it_imports_a_judges_ranking_and_most_least_picks_checking_each_block(ti
         'judgements.csv:3:choice: "best" is not a choice; use most or least',
         "judgements.csv:2:: p2 must pick exactly one most and one least response in this block"]
     assert _snapshot() == before
+
+
+def test_a_most_least_judge_picks_one_of_each_and_a_bad_pick_is_stored_unparsed(most_least):
+    replies = iter(['{"most": "A", "least": "A"}'])  # the first reply picks one response twice
+    fake = FakeLLM(lambda prompt: next(replies, '{"most": "A", "least": "C"}')).start()
+    try:
+        run = _run(most_least)
+        services.judge_run_execute(run_id=run.pk, client=_client(fake))
+    finally:
+        fake.stop()
+    assert JudgeCall.objects.filter(run=run, parsed=False).count() == 1  # most and least the same: not guessed
+    picks = JudgeAnswer.objects.filter(judge=run.judge, question="best_worst")
+    assert picks.count() == 2 * (len(run.plan) - 1)
+    assert set(picks.values_list("position", "value")) == {(1, 1.0), (3, -1.0)}
+

@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.worker, pytest.mark.slow]
 
 def _reply(prompt: str) -> str:
     labels = re.findall(r"^\[([A-Z]+)\]$", prompt, flags=re.M)
-    return json.dumps({label: {"empathy": 3} for label in labels})
+    return json.dumps({**{label: {"empathy": 3} for label in labels}, "ranking": labels})
 
 
 @pytest.fixture
@@ -55,7 +55,7 @@ def test_a_judge_run_whose_worker_is_killed_resumes_on_another_without_a_duplica
              "the redelivered run to finish", [doomed, rescuer])
     run.refresh_from_db()
     assert run.status == "done", run.error
-    assert calls() == len(run.plan) and JudgeAnswer.objects.filter(judge=judge).count() == tide.items.count()
+    assert calls() == len(run.plan) and JudgeAnswer.objects.filter(judge=judge, question="rating").count() == tide.items.count()
     # The fake endpoint answered each prompt exactly once, across both workers.
     assert len(llm.per_prompt) == len(run.plan) and set(llm.per_prompt.values()) == {1}
     assert KEY not in doomed.output() + rescuer.output()
