@@ -202,7 +202,7 @@ REGISTERED: tuple[Analysis, ...] = (
              "position bias (pairwise)", judge_stats.judge_agreement,
              inputs=("ratings", "judges", "pairwise", "judge_pairwise"), figures=("judge_agreement",),
              options={"n_boot": "ANALYSIS_BOOTSTRAP_SAMPLES"}, design_options=("baseline", "treatment"),
-             needs=frozenset({"judges"}), own_task=True),
+             needs=frozenset({"judges"})),
     Analysis("judge_rater_loo", "Each person and each judge against the people's mean", "judges",
              "every person's and every judge's Spearman correlation with the mean of the people other than them",
              judge_stats.judge_rater_loo, inputs=("ratings", "judges"), figures=("judge_loo",),
