@@ -331,6 +331,45 @@ def _region_maps(region_means: pd.DataFrame, *, us_map: bool = True) -> dict[str
             for scenario in sorted(region_means["scenario"].dropna().unique())}
 
 
+# ------------------------------------------------------------------ the "Judges" section
+
+
+def judge_agreement_chart(agreement: pd.DataFrame) -> dict[str, Any]:
+    """Each judge's correlations with the people's mean per response (95% CI), one marker per method."""
+    table = agreement[(agreement["level"] == "response")].dropna(subset=["estimate"])
+    if table.empty:
+        return _empty("Judges against the people", "No judge rated the responses people rated.")
+    figure = go.Figure()
+    for k, (method, part) in enumerate(table.groupby("method", sort=True)):
+        labels = part["judge"].astype(str) + " (" + part["kind"].astype(str) + ") · " + part["dimension"].astype(str)
+        figure.add_trace(go.Scatter(
+            x=part["estimate"], y=labels, mode="markers", name=method, marker_color=PALETTE[k % len(PALETTE)],
+            error_x={"type": "data", "symmetric": False, "array": part["ci_high"] - part["estimate"],
+                     "arrayminus": part["estimate"] - part["ci_low"]}))
+    figure.update_layout(title="Judges against the people's mean per response (95% bootstrap CI)",
+                         xaxis_title="correlation", xaxis_range=[-1, 1], margin={"l": 260},
+                         height=160 + 26 * table[["judge", "dimension"]].drop_duplicates().shape[0])
+    return _plain(figure)
+
+
+def judge_loo_chart(loo: pd.DataFrame) -> dict[str, Any]:
+    """Every person's and judge's correlation with the others' mean: are the judges among the people?"""
+    table = loo.dropna(subset=["spearman_r"])
+    if table.empty:
+        return _empty("Each rater against the people", "Too few shared ratings.")
+    people = table["rater_kind"] == "person"
+    figure = go.Figure([
+        go.Box(x=table.loc[people, "spearman_r"], y=table.loc[people, "dimension"], name="people",
+               orientation="h", boxpoints="all", marker_color=PALETTE[0]),
+        go.Scatter(x=table.loc[~people, "spearman_r"], y=table.loc[~people, "dimension"], mode="markers+text",
+                   text=table.loc[~people, "rater"], textposition="top center", name="judges",
+                   marker={"color": PALETTE[1], "size": 11, "symbol": "diamond"}),
+    ])
+    figure.update_layout(title="Spearman correlation with the people's mean (leave-one-out)",
+                         xaxis_title="Spearman r", height=360)
+    return _plain(figure)
+
+
 # Figure key (as declared in analysis.registry) -> the function drawing it from its table and the study's
 # context (``FigureContext``). A key ending in "_" draws several figures, keyed by that prefix.
 DRAWERS = {
@@ -344,6 +383,8 @@ DRAWERS = {
     "strength": lambda table, **context: {"strength": strength_chart(table)},
     "best_worst_shares": lambda table, **context: {"best_worst_shares": best_worst_shares_chart(table)},
     "pairwise_strength": lambda table, **context: {"pairwise_strength": pairwise_strength_chart(table)},
+    "judge_agreement": lambda table, **context: {"judge_agreement": judge_agreement_chart(table)},
+    "judge_loo": lambda table, **context: {"judge_loo": judge_loo_chart(table)},
 }
 
 
@@ -443,5 +484,5 @@ def metrics_figures(tables: dict[str, pd.DataFrame]) -> dict[str, dict[str, Any]
 __all__ = [
     "rating_axis_range", "rating_means_by_scenario", "win_grid", "regional_map", "region_bars", "position_bias_chart",
     "strength_chart", "strength_title", "results_figures", "metric_scatter", "metrics_figures", "REGIONS",
-    "best_worst_shares_chart", "pairwise_strength_chart",
+    "best_worst_shares_chart", "pairwise_strength_chart", "judge_agreement_chart", "judge_loo_chart",
 ]

@@ -612,6 +612,58 @@ _POSITION_BIAS: dict[str, Column] = {
     "n_participants": Column("participants who saw every position (those the test uses)", INTEGER, COUNT),
 }
 
+_JUDGE = Column("name of the judge (an LLM, an automatic metric or an imported judge)", TEXT,
+                "the study's judge names (lower case, digits, . _ -); the metrics: embedding_cosine, bertscore_f1, "
+                "rouge_l, meteor")
+_JUDGE_KIND = Column("kind of judge", TEXT, "llm, metric, other")
+
+_JUDGES: dict[str, Column] = {
+    "judge": _JUDGE,
+    "kind": _JUDGE_KIND,
+    "n_ratings": Column("ratings the judge gave (response x dimension)", INTEGER, COUNT),
+    "n_responses": Column("responses the judge rated", INTEGER, COUNT),
+    "n_blocks": Column("blocks the judge answered", INTEGER, COUNT),
+    "n_pairwise": Column("pairwise verdicts the judge gave (each order of a pair counts)", INTEGER, COUNT),
+    "dimensions": Column("rating dimensions the judge rated, space-separated", TEXT, "the study's dimension keys"),
+}
+
+_JUDGE_AGREEMENT: dict[str, Column] = {
+    "judge": _JUDGE,
+    "kind": _JUDGE_KIND,
+    "dimension": Column("rating dimension compared (blank for the pairwise rows)", TEXT,
+                        "the study's dimension keys; blank at levels pair and position"),
+    "level": Column("what is compared", TEXT, "response (each response: judge's score vs the people's mean), "
+                    "system (systems' means and the comparison's winners), rater (the judge as one more rater), "
+                    "pair (pairwise verdicts vs the people's majority), position (the judge's left/right bias)"),
+    "method": Column("the agreement measure", TEXT,
+                     "spearman, kendall (tau-b), pearson, same_winner (share of systems with the same winner of "
+                     "the comparison), same_study_winner (1 = same winner over all systems), alpha_people, "
+                     "alpha_with_judge (Krippendorff's alpha without and with the judge), loo_spearman, "
+                     "people_loo_spearman_median, cohen_kappa, left_share, order_consistency"),
+    "estimate": Column("the measure's value", NUMBER, "-1 to 1 for correlations, alpha (may go below -1) and "
+                       "kappa; 0-1 for shares; blank when not computable"),
+    "ci_low": Column("lower bound of the 95% interval: percentile bootstrap over responses (correlations) or pairs "
+                     "(kappa), Wilson (left_share), the lowest person's (people_loo_spearman_median)", NUMBER,
+                     "as estimate; blank where the method has no interval"),
+    "ci_high": Column("upper bound of the 95% interval (see ci_low)", NUMBER,
+                      "as estimate; blank where the method has no interval"),
+    "n": Column("what the estimate rests on: responses, systems, raters (alpha), persons, verdicts or pairs",
+                INTEGER, COUNT),
+    "p": Column("p-value: of the correlation (scipy), or the exact binomial test of left_share against 0.5",
+                NUMBER, "0-1; blank for the other methods"),
+}
+
+_JUDGE_RATER_LOO: dict[str, Column] = {
+    "rater": Column("a person (participant id) or a judge (its name)", TEXT,
+                    "participant ids of participants.csv, or the judges of judges.csv"),
+    "rater_kind": Column("person, or the kind of judge", TEXT, "person, llm, metric, other"),
+    "spearman_r": Column("Spearman correlation of the rater's ratings with the mean of the people other than them",
+                         NUMBER, "-1 to 1; blank when undefined"),
+    "n_items": Column("responses the rater shares with the other people", INTEGER, COUNT),
+}
+
+_JUDGE_WIN_TABLE: dict[str, Column] = {"judge": _JUDGE, "kind": _JUDGE_KIND}
+
 #: file -> its own columns, and the shared ones it gives another meaning.
 TABLE_COLUMNS: dict[str, dict[str, Column]] = {
     "participants.csv": _PARTICIPANTS,
@@ -646,10 +698,16 @@ TABLE_COLUMNS: dict[str, dict[str, Column]] = {
     "mixed_model.csv": _MIXED_MODEL,
     "ordinal_model.csv": _ORDINAL_MODEL,
     "position_bias.csv": _POSITION_BIAS,
+    "judges.csv": _JUDGES,
+    "judge_agreement.csv": _JUDGE_AGREEMENT,
+    "judge_rater_loo.csv": _JUDGE_RATER_LOO,
 }
 
 # sensitivity_<table>.csv -> <table>.csv: a variant holds its base table's columns.
 _BASE_FILE: dict[str, str] = {a.filename: registry.base_of(a).filename for a in registry.REGISTERED if a.sensitivity_of}
+# The win table computed from each judge holds the win table's columns after the judge's.
+TABLE_COLUMNS["judge_win_table.csv"] = _JUDGE_WIN_TABLE
+_BASE_FILE["judge_win_table.csv"] = "win_table.csv"
 
 #: The row of a column this codebook does not know (a table persisted by another version of the software).
 UNDESCRIBED = Column("not described by this version of the codebook (the run was computed by another version of "

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -110,6 +111,8 @@ class Design:
     has_best_worst: bool = False
     has_pairwise: bool = False
     has_gold: bool = False
+    #: Some judge (judges/, or an automatic metric of a finished metrics run) has answered the study's blocks.
+    has_judges: bool = False
     #: Every participant judges every block (allocation "all"); False when each judges a share of them.
     complete_blocks: bool = True
 
@@ -125,6 +128,7 @@ class Design:
             "subgroups": bool(self.subgroups),
             "regions": self.region_demographic is not None,
             "gold": self.has_gold,
+            "judges": self.has_judges,
         }
         return frozenset(name for name, on in present.items() if on)
 
@@ -196,4 +200,12 @@ def study_design(study_id: int) -> Design:
     study = Study.objects.only("definition").get(pk=study_id)
     definition = StudyDefinition.model_validate(study.definition)
     has_gold = GoldScore.objects.filter(item__block__study_id=study_id).exists()
-    return design_of(definition, has_gold=has_gold)
+    return dataclasses.replace(design_of(definition, has_gold=has_gold), has_judges=_has_judges(study_id))
+
+
+def _has_judges(study_id: int) -> bool:
+    from analysis.models import MetricsRun
+    from judges.models import JudgeAnswer
+
+    return (JudgeAnswer.objects.filter(judge__study_id=study_id).exists()
+            or MetricsRun.objects.filter(study_id=study_id, status="done").exists())

@@ -72,6 +72,9 @@ class RunFrames:
     participants: pd.DataFrame
     gold: pd.DataFrame
     pairwise: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # The judges' ratings and pairwise choices (judges.selectors); empty for a study without judges.
+    judges: pd.DataFrame = field(default_factory=pd.DataFrame)
+    judge_pairwise: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def _folder() -> Path:
@@ -95,7 +98,8 @@ def frames_store(*, run_id: int, attempt: int, frames: RunFrames) -> None:
     handle, temporary = tempfile.mkstemp(dir=folder, suffix=".partial")
     try:
         with os.fdopen(handle, "wb") as out:
-            pickle.dump((frames.ratings, frames.participants, frames.gold, frames.pairwise), out,
+            pickle.dump((frames.ratings, frames.participants, frames.gold, frames.pairwise, frames.judges,
+                         frames.judge_pairwise), out,
                         protocol=pickle.HIGHEST_PROTOCOL)
         os.replace(temporary, frames_path(run_id=run_id, attempt=attempt))
     except BaseException:

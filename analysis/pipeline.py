@@ -67,7 +67,8 @@ class Inputs:
 
 
 def statistics_inputs(ratings: pd.DataFrame, participants: pd.DataFrame, gold: pd.DataFrame,
-                      pairwise: pd.DataFrame | None = None) -> Inputs:
+                      pairwise: pd.DataFrame | None = None, judges: pd.DataFrame | None = None,
+                      judge_pairwise: pd.DataFrame | None = None) -> Inputs:
     """Split the run's frames once for every analysis (``participants`` carries ``excluded_by``).
 
     ``pairwise`` (``frames.pairwise_frame``; None: a study without pairwise blocks) is narrowed to the
@@ -80,10 +81,13 @@ def statistics_inputs(ratings: pd.DataFrame, participants: pd.DataFrame, gold: p
         pairwise if pairwise.empty else pairwise[pairwise["participant_id"].isin(people["participant_id"])]
         for people in (kept_participants, loose_participants)
     )
+    # The judges' answers (judges.selectors) are not people's: no quality rule narrows them.
+    machine = {"judges": pd.DataFrame() if judges is None else judges,
+               "judge_pairwise": pd.DataFrame() if judge_pairwise is None else judge_pairwise}
     return Inputs(kept={"ratings": kept_ratings, "participants": kept_participants, "gold": gold,
-                        "pairwise": kept_pairwise},
+                        "pairwise": kept_pairwise, **machine},
                   loose={"ratings": loose_ratings, "participants": loose_participants, "gold": gold,
-                         "pairwise": loose_pairwise})
+                         "pairwise": loose_pairwise, **machine})
 
 
 def compute_table(analysis: Analysis, inputs: Inputs, options: Mapping[str, dict[str, Any]]) -> pd.DataFrame:
@@ -107,6 +111,8 @@ def compute_statistics(
     options: Mapping[str, dict[str, Any]] | None = None,
     design: Design | None = None,
     pairwise: pd.DataFrame | None = None,
+    judges: pd.DataFrame | None = None,
+    judge_pairwise: pd.DataFrame | None = None,
 ) -> Statistics:
     """Every statistics table of one run (pure: frames in, tables out).
 
@@ -123,7 +129,7 @@ def compute_statistics(
     options = options_from_settings(registry.ANALYSES.values()) if options is None else options
     if design is not None:
         options = with_design_options(options, design)
-    inputs = statistics_inputs(ratings, participants, gold, pairwise)
+    inputs = statistics_inputs(ratings, participants, gold, pairwise, judges, judge_pairwise)
     result = Statistics()
     for analysis in chosen:
         began = time.perf_counter()

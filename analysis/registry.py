@@ -24,13 +24,14 @@ import pandas as pd
 from django.conf import settings
 
 from analysis import stats
+from analysis.stats import judges as judge_stats
 
 #: The frames an analysis may take, in the order they are passed.
-INPUTS = ("ratings", "participants", "gold", "pairwise")
+INPUTS = ("ratings", "participants", "gold", "pairwise", "judges", "judge_pairwise")
 
 #: Features of a study's design an analysis can need (see ``Analysis.needs``).
 FEATURES = frozenset({"ratings", "ranking", "best_worst", "pairwise", "comparison", "references", "subgroups", "regions",
-                      "gold"})
+                      "gold", "judges"})
 
 #: Results-page sections, in page order: key -> heading.
 SECTIONS: dict[str, str] = {
@@ -41,6 +42,7 @@ SECTIONS: dict[str, str] = {
     "rankings": "Rankings and choices",
     "raters": "Raters",
     "models": "Models",
+    "judges": "Judges",
     "sensitivity": "Sensitivity to the straight-lining rule",
 }
 
@@ -188,6 +190,27 @@ REGISTERED: tuple[Analysis, ...] = (
              "means over its raters): Wilcoxon signed-rank, Holm across dimensions, medians and effect sizes",
              stats.dimension_wilcoxon, design_options=("baseline", "treatment", "complete_blocks"),
              needs=frozenset({"ratings", "comparison"})),
+    # Judges beside people (judges/, analysis/stats/judges.py): the judges' answers are the ``judges`` (ratings)
+    # and ``judge_pairwise`` frames; the automatic metrics come in as judges of kind "metric".
+    Analysis("judges", "Judges", "judges", "each judge (LLM, automatic metric or imported), its kind and how much "
+             "it answered", judge_stats.judge_summary, inputs=("judges", "judge_pairwise"),
+             needs=frozenset({"judges"})),
+    Analysis("judge_agreement", "Judges against the people", "judges",
+             "one row per judge x dimension x level x method: correlations with the people's mean per response "
+             "(bootstrap CIs over responses), Kendall tau of the systems and the same winner, Krippendorff's alpha "
+             "with and without the judge, leave-one-out correlation, Cohen's kappa with the people's majority and "
+             "position bias (pairwise)", judge_stats.judge_agreement,
+             inputs=("ratings", "judges", "pairwise", "judge_pairwise"), figures=("judge_agreement",),
+             options={"n_boot": "ANALYSIS_BOOTSTRAP_SAMPLES"}, design_options=("baseline", "treatment"),
+             needs=frozenset({"judges"})),
+    Analysis("judge_rater_loo", "Each person and each judge against the people's mean", "judges",
+             "every person's and every judge's Spearman correlation with the mean of the people other than them",
+             judge_stats.judge_rater_loo, inputs=("ratings", "judges"), figures=("judge_loo",),
+             needs=frozenset({"ratings", "judges"})),
+    Analysis("judge_win_table", "Win table computed from each judge", "judges",
+             "the study's win table (baseline vs treatment per system and scenario) with each judge as the rater",
+             judge_stats.judge_win_table, inputs=("judges",), design_options=("baseline", "treatment", "references"),
+             needs=frozenset({"ratings", "comparison", "judges"})),
     _sensitivity("ttests", "Sensitivity: t-tests with and without the straight-lining rule",
                  "ttests.csv computed with and without the straight-lining rule", ("ratings", "subgroups")),
     _sensitivity("win_table", "Sensitivity: win table with and without the straight-lining rule",

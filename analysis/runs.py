@@ -507,6 +507,7 @@ def _analysis_steps(run: AnalysisRun, attempt: int, steps: RunSteps) -> None:
         participants = frames.participants_frame(run.study_id, design)
         gold = frames.gold_frame(run.study_id)
         pairwise = _pairwise_frame(run.study_id, design)
+        judge_frames = _judge_frames(run.study_id, design)
     with steps.step("quality"):
         result = quality.apply_quality_rules(ratings, participants, gold, run.thresholds, design.subgroups)
     plan = fanout.statistics_plan(registry.statistics_analyses(design=design.features),
@@ -514,7 +515,7 @@ def _analysis_steps(run: AnalysisRun, attempt: int, steps: RunSteps) -> None:
     with steps.step("persist"):
         analysis_run_quality_persist(run_id=run.pk, study_id=run.study_id, attempt=attempt, result=result,
                                      pending=plan.table_names)
-    shared = fanout.RunFrames(ratings, _with_quality(participants, result), gold, pairwise)
+    shared = fanout.RunFrames(ratings, _with_quality(participants, result), gold, pairwise, *judge_frames)
     with steps.step("statistics"):
         computed = _statistics(shared, plan.paper, design)
     if plan.parts:
@@ -538,12 +539,22 @@ def _statistics(
     """
     with threadpool_limits(limits=1, user_api="blas"):
         return pipeline.compute_statistics(shared.ratings, shared.participants, shared.gold, analyses=analyses,
-                                           design=design, pairwise=shared.pairwise)
+                                           design=design, pairwise=shared.pairwise, judges=shared.judges,
+                                           judge_pairwise=shared.judge_pairwise)
 
 
 def _pairwise_frame(study_id: int, design: Design) -> pd.DataFrame:
     """The study's pairwise judgements; an empty frame (and no queries) for a study without pairwise blocks."""
     return frames.pairwise_frame(study_id) if design.has_pairwise else pd.DataFrame()
+
+
+def _judge_frames(study_id: int, design: Design) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The judges' ratings and pairwise choices (judges.selectors); empty frames (no queries) for a study without."""
+    if not design.has_judges:
+        return pd.DataFrame(), pd.DataFrame()
+    from judges import selectors as judge_selectors
+
+    return judge_selectors.judge_ratings_frame(study_id), judge_selectors.judge_pairwise_frame(study_id)
 
 
 def _table_seconds_of_last_run(run: AnalysisRun) -> dict[str, float]:
@@ -600,7 +611,7 @@ def _frames_rebuilt(run: AnalysisRun, design: Design) -> fanout.RunFrames:
     )
     enriched = enriched[enriched["participant_id"].isin(persisted)]
     return fanout.RunFrames(ratings, enriched.assign(excluded_by=enriched["participant_id"].map(persisted)), gold,
-                            _pairwise_frame(run.study_id, design))
+                            _pairwise_frame(run.study_id, design), *_judge_frames(run.study_id, design))
 
 
 def analysis_run_part(*, run_id: int, attempt: int, names: Sequence[str]) -> str:

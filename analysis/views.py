@@ -18,6 +18,8 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_POST
 
+from judges.forms import JudgementsImportForm
+from judges.importers import judgements_import
 from surveys.permissions import Capability, can, require, studies_visible_to
 from surveys.signals import announce_action
 from surveys.monitoring import dashboard_snapshot
@@ -170,11 +172,14 @@ def _still_computing(run: AnalysisRun) -> list[str] | None:
 def import_data(request: HttpRequest, slug: str) -> HttpResponse:
     """Upload responses collected elsewhere, or gold scores; all-or-nothing with every problem listed."""
     study = require(request.user, slug, Capability.MANAGE, request=request)
-    responses_form, gold_form = ResponsesImportForm(), GoldImportForm()
+    responses_form, gold_form, judgements_form = ResponsesImportForm(), GoldImportForm(), JudgementsImportForm()
     problems, report, status = [], None, 200
     if request.method == "POST":
         kind = request.POST.get("kind")
-        if kind == "gold":
+        if kind == "judgements":  # judges' answers (judges.importers), validated like the responses
+            judgements_form = JudgementsImportForm(request.POST, request.FILES)
+            form, run_import = judgements_form, lambda f: judgements_import(study=study, file=f["judgements"])
+        elif kind == "gold":
             gold_form = GoldImportForm(request.POST, request.FILES)
             form, run_import = gold_form, lambda f: importers.gold_import(study=study, gold_file=f["gold"])
         else:
@@ -190,7 +195,7 @@ def import_data(request: HttpRequest, slug: str) -> HttpResponse:
             status = 400
     return render(request, "researcher/import.html", {
         "study": study, "responses_form": responses_form, "gold_form": gold_form, "problems": problems,
-        "report": report,
+        "report": report, "judgements_form": judgements_form,
     }, status=status)
 
 

@@ -3,6 +3,7 @@ from django.urls import path
 from analysis import api as analysis_api
 from analysis import metrics_api
 from audit import api as audit_api
+from judges import api as judges_api
 from surveys import api as survey_api
 
 urlpatterns = [
@@ -29,6 +30,10 @@ urlpatterns = [
          name="api-identifiers"),
     path("studies/<slug:slug>/imports/responses/", analysis_api.ResponsesImport.as_view(), name="api-import-responses"),
     path("studies/<slug:slug>/imports/gold/", analysis_api.GoldImport.as_view(), name="api-import-gold"),
+    path("studies/<slug:slug>/imports/judgements/", judges_api.JudgementsImport.as_view(),
+         name="api-import-judgements"),
+    path("studies/<slug:slug>/judges/", judges_api.JudgeList.as_view(), name="api-judges"),
+    path("studies/<slug:slug>/judges/agreement/", judges_api.JudgeAgreement.as_view(), name="api-judge-agreement"),
     path("studies/<slug:slug>/metrics/", metrics_api.MetricsRuns.as_view(), name="api-metrics-runs"),
     path("studies/<slug:slug>/predict/", metrics_api.Predict.as_view(), name="api-predict"),
     path("studies/<slug:slug>/audit/", audit_api.AuditEventList.as_view(), name="api-audit"),

@@ -130,6 +130,7 @@ INSTALLED_APPS = [
     "prolific",
     "bots",
     "audit",
+    "judges",
 ]
 
 MIDDLEWARE = [
@@ -303,6 +304,16 @@ PROLIFIC_API_TOKEN = os.environ.get("PROLIFIC_API_TOKEN", "")
 PROLIFIC_API_URL = os.environ.get("PROLIFIC_API_URL", "https://api.prolific.com")
 PROLIFIC_API_TIMEOUT = env_int("PROLIFIC_API_TIMEOUT", 20, minimum=1)
 PROLIFIC_WORKSPACE_ID = os.environ.get("PROLIFIC_WORKSPACE_ID", "")
+
+# The LLM judges' OpenAI-compatible endpoint (judges/). The key is read here only: never stored, never logged.
+JUDGE_API_URL = os.environ.get("JUDGE_API_URL", "http://127.0.0.1:8001/v1")
+JUDGE_API_KEY = os.environ.get("JUDGE_API_KEY", "")
+JUDGE_MODEL = os.environ.get("JUDGE_MODEL", "")
+JUDGE_API_TIMEOUT = env_int("JUDGE_API_TIMEOUT", 60, minimum=1)
+JUDGE_RETRIES = env_int("JUDGE_RETRIES", 3, minimum=0)
+# Price per 1000 tokens (prompt, completion), in the cost cap's unit (e.g. USD).
+JUDGE_PRICE_PROMPT_PER_1K = float(os.environ.get("JUDGE_PRICE_PROMPT_PER_1K", "0"))
+JUDGE_PRICE_COMPLETION_PER_1K = float(os.environ.get("JUDGE_PRICE_COMPLETION_PER_1K", "0"))
 PROLIFIC_SYNC_SECONDS = env_int("PROLIFIC_SYNC_SECONDS", 300, minimum=30)
 # Without a token the sync pass does nothing.
 CELERY_BEAT_SCHEDULE["prolific-sync-submissions"] = {

@@ -28,6 +28,7 @@ urlpatterns = [
     path("", include("analysis.urls")),
     path("", include("audit.urls")),
     path("", include("prolific.urls")),
+    path("", include("judges.urls")),
     path("", include("surveys.urls")),
 ]
 

@@ -80,6 +80,10 @@ STUDY_MODELS: list[tuple[str, str]] = [
     ("prolific.PanelSubmission", "panel_study__study_id"),
     ("prolific.BonusPayment", "panel_study__study_id"),
     ("prolific.BonusLine", "panel_study__study_id"),
+    ("judges.Judge", "study_id"),
+    ("judges.JudgeRun", "judge__study_id"),
+    ("judges.JudgeCall", "run__judge__study_id"),
+    ("judges.JudgeAnswer", "judge__study_id"),
 ]
 # Models of those apps that hold no study's rows.
 NOT_PER_STUDY = {"analysis.EmbeddingCache"}

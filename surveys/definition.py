@@ -194,6 +194,21 @@ class ComparisonDef(Strict):
     treatment: ConditionName
 
 
+class JudgeDef(Strict):
+    """A judge declared by the study (judges/): it answers the blocks' own questions beside the people."""
+
+    name: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9._-]{0,59}$"), NO_NUL] = Field(
+        description="lower-case letters, digits and . _ - (a column value of judges.csv)")
+    kind: Literal["llm", "other"] = Field(
+        default="llm", description="llm: run against the OpenAI-compatible endpoint (manage.py judge_run); other: "
+        "its answers are imported (manage.py import_judgements). Automatic metrics join as kind metric by themselves")
+    model: Annotated[str, Field(max_length=200), NO_NUL] = Field(default="", description="llm: the model to ask "
+                                                                 "(default: the server's JUDGE_MODEL)")
+    prompt: Text = Field(default="", description="llm: the prompt template, in the study's language; $instructions, "
+                         "$conversation, $responses, $questions and $answer_format are filled in (empty: the "
+                         "default template)")
+
+
 class SampleDef(Strict):
     """How ``manage.py new_study`` drew the study's prompts from a larger outputs file (surveys.outputs).
 
@@ -361,6 +376,7 @@ with warnings.catch_warnings():
         retention: RetentionDef | None = not_facing(
             None, description="{identifiers_days: N}: panel identifiers are replaced by pseudonyms N days after the "
             "study closes; absent: kept until the study is deleted")
+        judges: list[JudgeDef] = not_facing(default_factory=list)
         allocation: Literal["all"] | AllocationDef = facing(
             "all", description='"all": every participant judges every block; or {blocks_per_participant: k, '
             "judgements_per_block: r}: each participant is given k blocks among those furthest from r judgements",
@@ -463,6 +479,7 @@ def cross_reference_problems(d: StudyDefinition) -> list[str]:
     problems += _check_keys("attention_checks", [a.id for a in d.attention_checks])
     problems += _check_keys("free_text", [f.key for f in d.free_text])
     problems += _check_keys("demographics", [x.key for x in d.demographics])
+    problems += [problem.replace(".id:", ".name:") for problem in _check_keys("judges", [j.name for j in d.judges])]
     problems += _check_blocks(d)
     problems += _check_answer_modes(d)
     problems += _check_comparison(d)

@@ -69,7 +69,7 @@ def small_dump(study, tmp_path):
 
 def test_every_model_with_study_rows_is_dumped_or_declared_not_per_study():
     dumped_models = {label for label, _ in backup.STUDY_MODELS}
-    for app in ("surveys", "analysis", "prolific"):
+    for app in ("surveys", "analysis", "prolific", "judges"):
         for model in apps.get_app_config(app).get_models():
             assert model._meta.label in dumped_models | backup.NOT_PER_STUDY, model._meta.label
 

@@ -142,6 +142,10 @@ EXPECTED: dict[str, Expect] = {
     "api-metrics-runs": api_endpoint(A + "/metrics/", owner=404),
     "api-predict": api_endpoint(A + "/predict/", RUN, method="POST", owner=400, json=True),
     "api-audit": api_endpoint(A + "/audit/", MANAGE),
+    "api-import-judgements": api_endpoint(A + "/imports/judgements/", MANAGE, method="POST", owner=400),
+    "api-judges": api_endpoint(A + "/judges/"),
+    # The fixture's run has no judge, so even the owner finds no agreement table.
+    "api-judge-agreement": api_endpoint(A + "/judges/agreement/", owner=404),
     # researcher pages
     "researcher:study_list": any_researcher("/studies/"),
     # Any researcher may build a new study (they own what they create).
@@ -179,6 +183,9 @@ EXPECTED: dict[str, Expect] = {
     # No metrics run exists in this fixture, so even the owner finds no table.
     "researcher:metrics_table_csv": researcher_page(S + "/metrics/1/tables/per_response.csv", VIEW, owner=404),
     "researcher:metrics_start": researcher_page(S + "/metrics/run/", RUN, method="POST", owner=302),
+    "judges:page": researcher_page(S + "/judges/", VIEW),
+    # An empty form is refused (400) before any run is created; a run spends money, so only the owner starts one.
+    "judges:run_start": researcher_page(S + "/judges/run/", MANAGE, method="POST", owner=400),
     "researcher:export_everything": researcher_page(S + "/exports/everything.zip", EXPORT),
     "researcher:export_download": researcher_page(S + "/exports/participants.csv", EXPORT),
     # participant pages: reachable for participants, whoever else is signed in

@@ -41,6 +41,7 @@ CONTENT_PROBLEMS_KEY = {
     "POST /api/studies/load/": "definition",
     "POST /api/studies/{slug}/imports/responses/": "problems",
     "POST /api/studies/{slug}/imports/gold/": "problems",
+    "POST /api/studies/{slug}/imports/judgements/": "problems",
 }
 SLUG = re.compile(r"[-a-zA-Z0-9_]+")  # the schema's pattern of a study slug (Django's slug converter)
 
