@@ -10,86 +10,16 @@ the study.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from analysis.regions import STATE_REGION
-from surveys.definition import PREFER_NOT, GroupDef, StudyDefinition, SubgroupDef
+from analysis.stats.groups import Group, Subgroup
+from surveys.definition import StudyDefinition
 
 #: Built-in region maps: name -> (answer -> region).
 BUILT_IN_REGION_MAPS: dict[str, Mapping[str, str]] = {"us_census": STATE_REGION}
-
-
-@dataclass(frozen=True)
-class Group:
-    """One side of a subgroup comparison (see ``surveys.definition.GroupDef``)."""
-
-    label: str
-    answers: frozenset[str] = frozenset()
-    at_least: float | None = None
-    below: float | None = None
-    rest: bool = False
-
-    @classmethod
-    def of(cls, spec: GroupDef) -> "Group":
-        return cls(spec.label, frozenset(spec.answers), spec.at_least, spec.below, spec.rest)
-
-    def takes(self, answer: str) -> bool:
-        if self.answers:
-            return answer in self.answers
-        if self.rest:
-            return False  # decided by the subgroup, after the other group
-        try:
-            number = float(answer)
-        except ValueError:
-            return False
-        if not math.isfinite(number):
-            return False
-        return (self.at_least is None or number >= self.at_least) and (self.below is None or number < self.below)
-
-
-@dataclass(frozen=True)
-class Subgroup:
-    """A two-group comparison on one demographic answer (a ``grouping`` of ttests.csv).
-
-    Examples
-    --------
-    >>> older = Subgroup("age", "age", Group("60+", at_least=60), Group("under 60", below=60))
-    >>> [older.label_of(a) for a in ["63", "59", "", "Prefer not to answer", "sixty"]]
-    ['60+', 'under 60', None, None, None]
-    >>> degree = Subgroup("education", "education", Group("Graduate", frozenset({"Graduate"})),
-    ...                   Group("other", rest=True), leave_out=frozenset({"Other/Unknown"}))
-    >>> [degree.label_of(a) for a in ["Graduate", "High school", "Other/Unknown"]]
-    ['Graduate', 'other', None]
-    """
-
-    key: str
-    demographic: str
-    group_a: Group
-    group_b: Group
-    leave_out: frozenset[str] = frozenset()
-
-    @classmethod
-    def of(cls, spec: SubgroupDef) -> "Subgroup":
-        return cls(spec.key, spec.demographic, Group.of(spec.group_a), Group.of(spec.group_b),
-                   frozenset(spec.leave_out))
-
-    def label_of(self, answer: Any) -> str | None:
-        """The group an answer puts a participant in; None leaves them out of this comparison only."""
-        if answer is None or (isinstance(answer, float) and math.isnan(answer)):
-            return None
-        text = str(answer).strip()
-        if text == "" or text == PREFER_NOT or text in self.leave_out:
-            return None
-        for group in (self.group_a, self.group_b):
-            if group.takes(text):
-                return group.label
-        for group in (self.group_a, self.group_b):
-            if group.rest:
-                return group.label
-        return None
 
 
 @dataclass(frozen=True)
