@@ -56,7 +56,7 @@ from analysis.stats.reliability import (
 from analysis.stats.best_worst import (
     BEST_WORST_COLUMNS, BEST_WORST_SHARES_COLUMNS, best_worst_scores, best_worst_shares,
 )
-from analysis.stats.paired_dimensions import DIMENSION_WILCOXON_COLUMNS, PAIRING_LEVELS, dimension_wilcoxon
+from analysis.stats.paired_dimensions import DIMENSION_WILCOXON_COLUMNS, PAIRING_LEVELS, TABLE_LEVELS, dimension_wilcoxon, valid_levels
 from analysis.stats.pairwise import (
     PAIRWISE_BT_COLUMNS, PAIRWISE_POSITION_COLUMNS, PAIRWISE_WIN_COLUMNS, pairwise_bradley_terry,
     pairwise_position_bias, pairwise_win_rates,
@@ -74,7 +74,7 @@ __all__ = [
     "position_bias", "rank_biserial", "rank_summary", "rater_judge_agreement", "rater_loo_correlation",
     "region_means", "regional_anova", "regional_games_howell", "regional_kruskal", "regional_welch",
     "sensitivity", "win_summary", "win_summary_of_ratings", "win_table",
-    "BEST_WORST_SHARES_COLUMNS", "DIMENSION_WILCOXON_COLUMNS", "PAIRING_LEVELS", "best_worst_shares",
+    "BEST_WORST_SHARES_COLUMNS", "DIMENSION_WILCOXON_COLUMNS", "PAIRING_LEVELS", "TABLE_LEVELS", "valid_levels", "best_worst_shares",
     "dimension_wilcoxon", "PAIRWISE_BT_COLUMNS", "PAIRWISE_POSITION_COLUMNS", "PAIRWISE_WIN_COLUMNS",
     "pairwise_bradley_terry", "pairwise_position_bias", "pairwise_win_rates",
 ]
