@@ -88,7 +88,8 @@ class Analysis:
 def _sensitivity(base: str, title: str, description: str, needs: Iterable[str]) -> Analysis:
     return Analysis(
         name=f"sensitivity_{base}", title=title, section="sensitivity", description=description,
-        sensitivity_of=base, needs=frozenset(needs), paper=True,
+        # The left-out rule (straight-lining) flags no one without gold scores: the variant would equal its base.
+        sensitivity_of=base, needs=frozenset(needs) | {"gold"}, paper=True,
     )
 
 
