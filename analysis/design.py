@@ -16,6 +16,7 @@ from typing import Any
 
 from analysis.regions import STATE_REGION
 from analysis.stats.groups import Group, Subgroup
+from analysis.stats.headline import DemographicQuestion
 from surveys.definition import StudyDefinition
 
 #: Built-in region maps: name -> (answer -> region).
@@ -31,6 +32,8 @@ class Design:
     treatment: str | None = None
     references: tuple[str, ...] = ()
     demographics: tuple[str, ...] = ()
+    #: The demographic questions as plain values (key, type, choices), for the demographics table.
+    demographic_questions: tuple[DemographicQuestion, ...] = ()
     subgroups: tuple[Subgroup, ...] = ()
     region_demographic: str | None = None
     region_map: Mapping[str, str] = field(default_factory=dict)
@@ -52,6 +55,7 @@ class Design:
             "pairwise": self.has_pairwise,
             "comparison": self.baseline is not None,
             "references": bool(self.references),
+            "demographics": bool(self.demographic_questions),
             "subgroups": bool(self.subgroups),
             "regions": self.region_demographic is not None,
             "gold": self.has_gold,
@@ -62,7 +66,8 @@ class Design:
     def options(self) -> dict[str, Any]:
         """Every keyword an analysis may ask of the design (``Analysis.design_options``)."""
         return {"baseline": self.baseline, "treatment": self.treatment, "references": self.references,
-                "subgroups": self.subgroups, "complete_blocks": self.complete_blocks}
+                "subgroups": self.subgroups, "complete_blocks": self.complete_blocks,
+                "demographic_questions": self.demographic_questions}
 
     def options_for(self, design_options: tuple[str, ...]) -> dict[str, Any]:
         return {name: self.options[name] for name in design_options}
@@ -99,6 +104,8 @@ def design_of(definition: StudyDefinition, *, has_gold: bool = False) -> Design:
         treatment=comparison.treatment if comparison else None,
         references=tuple(definition.reference_conditions),
         demographics=tuple(q.key for q in definition.demographics),
+        demographic_questions=tuple(DemographicQuestion(q.key, q.type, tuple(q.choices))
+                                    for q in definition.demographics),
         subgroups=tuple(Subgroup.of(spec) for spec in definition.subgroups),
         region_demographic=regions.demographic if regions else None,
         region_map=region_map,
