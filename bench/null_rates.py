@@ -8,7 +8,7 @@ table leads with (``valid_for_design``) should stay within 0.03-0.07; the
 rater x item pairing is printed for comparison (it treats pairs as independent
 and over-rejects when the benefit varies by item).
 
-    .venv/bin/python bench/null_rates.py [--studies 1000] [--seed 1]
+    .venv/bin/python bench/null_rates.py [--studies 1000] [--seed 1] [--benefit-sd 1.0]
 
 Pure: no Django, no database (``analysis.stats`` imports without settings).
 tests/test_stats_clustered.py runs the same simulation (slow test) and a small
@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -105,8 +105,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--studies", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--benefit-sd", type=float, default=None,
+                        help="SD of the benefit across items (or participants) instead of 0.5")
     args = parser.parse_args()
     for design in DESIGNS:
+        if args.benefit_sd is not None:
+            design = replace(design, item_benefit_sd=args.benefit_sd if design.item_benefit_sd else 0.0,
+                             rater_benefit_sd=args.benefit_sd if design.rater_benefit_sd else 0.0)
         began = time.perf_counter()
         rates, valid = null_rates(design, args.studies, args.seed)
         print(f"{design.name}: {args.studies} null studies ({time.perf_counter() - began:.1f} s)")
