@@ -158,6 +158,15 @@ def test_ranked_first_and_rated_higher_on_a_tide_shaped_study():
     assert len(higher) == max(1, ratings.get("dimension", pd.Series([""])).nunique())
 
 
+def test_too_few_trials_to_reach_significance_say_so():
+    # One set of 5: a "least" pick of the human has p = 0.2 at best (two sets could reach 0.04).
+    table = S.reference_vs_systems(most_least_frame(seed=1, sets=1), references=["human"])
+    assert min(binomial_p_by_hand(k, 1, 0.2) for k in (0, 1)) > 0.05 > binomial_p_by_hand(2, 2, 0.2)
+    assert table["note"].str.contains("1 trials: the test cannot reach p < 0.05").all()
+    assert not S.reference_vs_systems(most_least_frame(seed=1), references=["human"])["note"].str.contains(
+        "cannot reach").any()
+
+
 def test_a_study_without_references_or_data_gets_a_note():
     assert S.reference_vs_systems(most_least_frame(1), references=[])["note"].iloc[0] == \
         "the study has no reference condition"

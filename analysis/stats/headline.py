@@ -204,8 +204,10 @@ def reference_vs_systems(
     for row in rows:
         row.setdefault("dimension", "")
         if "n" in row:
+            chance_note = row.pop("_note", "")
             row.update(_binomial(row["count"], row["n"], row["chance"], confidence))
-            row["note"] = _join_notes(row.get("note", ""), row.pop("_note", ""), _DEPENDENCE if row["n"] else "")
+            row["note"] = _join_notes(row.get("note", ""), chance_note, row.pop("_note", ""),
+                                      _DEPENDENCE if row["n"] else "")
     table = pd.DataFrame(rows, columns=REFERENCE_COLUMNS)
     table["p_holm"] = holm(table["p"].to_numpy(dtype=float))
     tested = int(np.isfinite(table["p"].to_numpy(dtype=float)).sum())
@@ -280,5 +282,10 @@ def _binomial(count: int, n: int, chance: float, confidence: float) -> dict[str,
         return {"share": np.nan, "ci_low": np.nan, "ci_high": np.nan, "p": np.nan}
     test = stats.binomtest(int(count), int(n), float(chance))
     interval = test.proportion_ci(confidence_level=confidence, method="wilson")
-    return {"share": count / n, "ci_low": float(interval.low), "ci_high": float(interval.high),
-            "p": float(test.pvalue)}
+    row = {"share": count / n, "ci_low": float(interval.low), "ci_high": float(interval.high),
+           "p": float(test.pvalue)}
+    # The most extreme outcomes (none or all) give the smallest p this n allows.
+    smallest = min(stats.binomtest(k, int(n), float(chance)).pvalue for k in (0, int(n)))
+    if smallest >= 0.05:
+        row["_note"] = f"{n} trials: the test cannot reach p < 0.05"
+    return row
