@@ -117,7 +117,8 @@ def main() -> None:
         print(f"{design.name}: {args.studies} null studies ({time.perf_counter() - began:.1f} s)")
         for level, rate in rates.items():
             mark = "valid, leads" if level in valid else "not valid for this design"
-            verdict = "" if level not in valid else ("  target 0.03-0.07: PASS" if 0.03 <= rate <= 0.07 else "  target 0.03-0.07: FAIL")
+            passed = 0.03 <= rate <= 0.07
+            verdict = f"  target 0.03-0.07: {'PASS' if passed else 'FAIL'}" if level in valid else ""
             print(f"  {level:<11} p<.05 in {rate:.3f} of studies  ({mark}){verdict}")
 
 
