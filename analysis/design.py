@@ -56,6 +56,10 @@ class Design:
             "comparison": self.baseline is not None,
             "references": bool(self.references),
             "demographics": bool(self.demographic_questions),
+            # The reference is judged beside the other responses of its blocks (rated, ranked or chosen); a
+            # pairwise-only study compares it in pairwise_win_rates instead.
+            "reference_judged": bool(self.references) and (self.has_ratings or self.has_ranking
+                                                            or self.has_best_worst),
             "subgroups": bool(self.subgroups),
             "regions": self.region_demographic is not None,
             "gold": self.has_gold,

@@ -30,7 +30,7 @@ INPUTS = ("ratings", "participants", "gold", "pairwise")
 
 #: Features of a study's design an analysis can need (see ``Analysis.needs``).
 FEATURES = frozenset({"ratings", "ranking", "best_worst", "pairwise", "comparison", "references", "subgroups", "regions",
-                      "gold", "demographics"})
+                      "gold", "demographics", "reference_judged"})
 
 #: Results-page sections, in page order: key -> heading.
 SECTIONS: dict[str, str] = {
@@ -143,7 +143,7 @@ REGISTERED: tuple[Analysis, ...] = (
              "rankings", "per reference condition: how often it was picked most and least (best-worst), ranked "
              "first (ranking) or rated higher than another response of its block (ratings, per dimension), "
              "against chance, with an exact binomial test and a Wilson CI; Holm across the rows",
-             stats.reference_vs_systems, design_options=("references",), needs=frozenset({"references"}),
+             stats.reference_vs_systems, design_options=("references",), needs=frozenset({"reference_judged"}),
              paper=True),
     Analysis("rank_summary", "Mean ranks", "rankings", "mean rank per system and condition", stats.rank_summary,
              needs=frozenset({"ranking"})),
