@@ -739,6 +739,7 @@ EXPECTED_ANALYSES = [
     "win_table", "win_summary", "ttests", "anova", "welch_anova", "games_howell", "kruskal", "region_means",
     "descriptives", "wilcoxon", "rank_summary", "friedman", "bradley_terry", "best_worst", "agreement",
     "rater_loo", "mixed_model", "ordinal_model", "position_bias", "dimension_wilcoxon", "best_worst_shares",
+    "demographics_table", "reference_vs_systems",
 ]
 
 

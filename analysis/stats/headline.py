@@ -76,7 +76,11 @@ def demographics_table(
     """
     if not demographic_questions:
         return _note_frame(DEMOGRAPHICS_COLUMNS, "the study asks no demographic questions")
-    total = int(participants[participant].nunique()) if participant in participants.columns else len(participants)
+    absent = [q.key for q in demographic_questions if q.key not in participants.columns]
+    if participant not in participants.columns or len(absent) == len(demographic_questions):
+        missing = ([participant] if participant not in participants.columns else []) + absent
+        return _note_frame(DEMOGRAPHICS_COLUMNS, "missing columns: " + ", ".join(missing))
+    total = int(participants[participant].nunique())
     if total == 0:
         return _note_frame(DEMOGRAPHICS_COLUMNS, "no retained participants")
     rows: list[dict[str, Any]] = []
