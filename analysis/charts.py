@@ -129,6 +129,10 @@ def win_grid(win: pd.DataFrame, *, baseline: str, treatment: str) -> dict[str, A
         return _empty(title, "No decided comparison yet.")
     codes = {baseline: -1, "tie": 0, treatment: 1}
     colours = {-1: PALETTE[0], 0: TIE_COLOUR, 1: PALETTE[1]}
+    # Several rating dimensions: one row per system x dimension, so every dimension's winners show.
+    dimensions = table["dimension"].dropna().astype(str) if "dimension" in table.columns else pd.Series(dtype=str)
+    if dimensions.nunique() > 1:
+        table = table.assign(model=table["model"].astype(str) + " · " + dimensions)
     models = sorted(table["model"].unique())
     scenarios = sorted(table["scenario"].unique())
     cells = table.set_index(["model", "scenario"])

@@ -341,9 +341,20 @@ _PAIR_SIDE = "over the pairs of the row's level, of the {side} side (the rater's
 _DIMENSION_WILCOXON: dict[str, Column] = {
     "dimension": _DESCRIPTIVES["dimension"],
     "level": Column("what one pair is", TEXT, "rater_item (a rater x block: the rater's mean rating of the block's "
-                    "baseline responses and of its treatment responses), rater_mean (a rater: the means of that "
-                    "rater's rater_item pairs; empty when participants judged a share of the blocks), item (a "
-                    "block: the means over its raters of its rater_item pairs)"),
+                    "baseline responses and of its treatment responses; treats these pairs as independent), "
+                    "rater_mean (a rater: the means of that rater's rater_item pairs; empty when participants judged "
+                    "a share of the blocks), item (a block: the means over its raters of its rater_item pairs), "
+                    "crossed (the rater_item differences in a t test with random raters and items; empty when "
+                    "participants judged a share of the blocks)"),
+    "t": Column("crossed level: the mean rater x block difference over its standard error (random raters and "
+                "items), positive when the treatment condition is rated higher", NUMBER,
+                "any real number; blank on the Wilcoxon levels"),
+    "df": Column("crossed level: Satterthwaite degrees of freedom of t", NUMBER,
+                 "> 0; blank on the Wilcoxon levels"),
+    "valid_for_design": Column("the level's units are independent in this design, so it leads the table (few "
+                               "raters who judge everything: item and crossed; many participants who judge "
+                               "everything: rater_mean and crossed; a share of the blocks each: item)", BOOLEAN,
+                               "true, false"),
     "baseline": Column("the study's baseline condition (the first side of every pair)", TEXT,
                        "the study's baseline condition"),
     "treatment": Column("the study's treatment condition (the second side of every pair)", TEXT,
@@ -374,6 +385,41 @@ _DIMENSION_WILCOXON: dict[str, Column] = {
 }
 
 _NOT_FOR_UNIT = "; blank when the unit is coarser"
+
+_DEMOGRAPHICS_TABLE: dict[str, Column] = {
+    "question": Column("key of the study's demographic question (its column in participants.csv)", TEXT,
+                       "the study's demographic keys"),
+    "type": Column("type of the question", TEXT, "choice, number, us_state, text"),
+    "answer": Column("the answer the row counts", TEXT, "a choice of the question, another answer found, "
+                     f"'mean (SD)' (number questions), 'answered' (text questions), '{PREFER_NOT}', 'not answered'"),
+    "n": Column("retained participants who gave the answer (mean (SD) row: who gave a number)", INTEGER, COUNT),
+    "percent": Column("100 x n / n_participants", NUMBER, "0-100"),
+    "mean": Column("mean of the number answers (mean (SD) row only)", NUMBER, "the question's range; else blank"),
+    "sd": Column("standard deviation (ddof=1) of the number answers (mean (SD) row only)", NUMBER,
+                 ">= 0; blank elsewhere or when fewer than 2 answers"),
+    "min": Column("smallest number answer (mean (SD) row only)", NUMBER, "the question's range; else blank"),
+    "max": Column("largest number answer (mean (SD) row only)", NUMBER, "the question's range; else blank"),
+    "n_participants": Column("retained participants (the denominator of percent)", INTEGER, COUNT),
+}
+
+_REFERENCE_VS_SYSTEMS: dict[str, Column] = {
+    "reference": Column("the reference condition compared with the other responses of its blocks", TEXT,
+                        "the study's reference conditions"),
+    "measure": Column("what one trial is", TEXT, "most, least (best-worst choice sets showing the reference), "
+                      "ranked_first (rankings of a block holding it), rated_higher (the reference's rating against "
+                      "another response's rating of the same block by the same participant, ties left out)"),
+    "dimension": Column("rating dimension of a rated_higher row", TEXT,
+                        "the study's dimension keys; blank on the other measures"),
+    "n": Column("trials", INTEGER, COUNT),
+    "count": Column("trials the reference won: picked most / least, ranked first, rated higher", INTEGER, COUNT),
+    "share": Column("count / n", NUMBER, SHARE),
+    "chance": Column("the share expected at random: 1 / responses in the set (mean over the sets when they "
+                     "differ), 1/2 for rated_higher", NUMBER, SHARE),
+    "ci_low": Column("lower bound of the 95% Wilson score interval of share", NUMBER, SHARE),
+    "ci_high": Column("upper bound of the 95% Wilson score interval of share", NUMBER, SHARE),
+    "p": Column("two-sided exact binomial test of count out of n against chance (scipy.stats.binomtest)", NUMBER,
+                "0-1; blank when n is 0"),
+}
 
 _RANK_SUMMARY: dict[str, Column] = {
     "unit": Column("what the row summarises", TEXT, "response, model_condition, model"),
@@ -683,6 +729,8 @@ TABLE_COLUMNS: dict[str, dict[str, Column]] = {
     "region_means.csv": _REGION_MEANS,
     "wilcoxon.csv": _WILCOXON,
     "dimension_wilcoxon.csv": _DIMENSION_WILCOXON,
+    "demographics_table.csv": _DEMOGRAPHICS_TABLE,
+    "reference_vs_systems.csv": _REFERENCE_VS_SYSTEMS,
     "rank_summary.csv": _RANK_SUMMARY,
     "friedman.csv": _FRIEDMAN,
     "bradley_terry.csv": _BRADLEY_TERRY,

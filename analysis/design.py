@@ -10,87 +10,18 @@ the study.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
 from analysis.regions import STATE_REGION
-from surveys.definition import PREFER_NOT, GroupDef, StudyDefinition, SubgroupDef
+from analysis.stats.groups import Group, Subgroup
+from analysis.stats.headline import DemographicQuestion
+from surveys.definition import StudyDefinition
 
 #: Built-in region maps: name -> (answer -> region).
 BUILT_IN_REGION_MAPS: dict[str, Mapping[str, str]] = {"us_census": STATE_REGION}
-
-
-@dataclass(frozen=True)
-class Group:
-    """One side of a subgroup comparison (see ``surveys.definition.GroupDef``)."""
-
-    label: str
-    answers: frozenset[str] = frozenset()
-    at_least: float | None = None
-    below: float | None = None
-    rest: bool = False
-
-    @classmethod
-    def of(cls, spec: GroupDef) -> "Group":
-        return cls(spec.label, frozenset(spec.answers), spec.at_least, spec.below, spec.rest)
-
-    def takes(self, answer: str) -> bool:
-        if self.answers:
-            return answer in self.answers
-        if self.rest:
-            return False  # decided by the subgroup, after the other group
-        try:
-            number = float(answer)
-        except ValueError:
-            return False
-        if not math.isfinite(number):
-            return False
-        return (self.at_least is None or number >= self.at_least) and (self.below is None or number < self.below)
-
-
-@dataclass(frozen=True)
-class Subgroup:
-    """A two-group comparison on one demographic answer (a ``grouping`` of ttests.csv).
-
-    Examples
-    --------
-    >>> older = Subgroup("age", "age", Group("60+", at_least=60), Group("under 60", below=60))
-    >>> [older.label_of(a) for a in ["63", "59", "", "Prefer not to answer", "sixty"]]
-    ['60+', 'under 60', None, None, None]
-    >>> degree = Subgroup("education", "education", Group("Graduate", frozenset({"Graduate"})),
-    ...                   Group("other", rest=True), leave_out=frozenset({"Other/Unknown"}))
-    >>> [degree.label_of(a) for a in ["Graduate", "High school", "Other/Unknown"]]
-    ['Graduate', 'other', None]
-    """
-
-    key: str
-    demographic: str
-    group_a: Group
-    group_b: Group
-    leave_out: frozenset[str] = frozenset()
-
-    @classmethod
-    def of(cls, spec: SubgroupDef) -> "Subgroup":
-        return cls(spec.key, spec.demographic, Group.of(spec.group_a), Group.of(spec.group_b),
-                   frozenset(spec.leave_out))
-
-    def label_of(self, answer: Any) -> str | None:
-        """The group an answer puts a participant in; None leaves them out of this comparison only."""
-        if answer is None or (isinstance(answer, float) and math.isnan(answer)):
-            return None
-        text = str(answer).strip()
-        if text == "" or text == PREFER_NOT or text in self.leave_out:
-            return None
-        for group in (self.group_a, self.group_b):
-            if group.takes(text):
-                return group.label
-        for group in (self.group_a, self.group_b):
-            if group.rest:
-                return group.label
-        return None
 
 
 @dataclass(frozen=True)
@@ -102,6 +33,8 @@ class Design:
     treatment: str | None = None
     references: tuple[str, ...] = ()
     demographics: tuple[str, ...] = ()
+    #: The demographic questions as plain values (key, type, choices), for the demographics table.
+    demographic_questions: tuple[DemographicQuestion, ...] = ()
     subgroups: tuple[Subgroup, ...] = ()
     region_demographic: str | None = None
     region_map: Mapping[str, str] = field(default_factory=dict)
@@ -125,6 +58,11 @@ class Design:
             "pairwise": self.has_pairwise,
             "comparison": self.baseline is not None,
             "references": bool(self.references),
+            "demographics": bool(self.demographic_questions),
+            # The reference is judged beside the other responses of its blocks (rated, ranked or chosen); a
+            # pairwise-only study compares it in pairwise_win_rates instead.
+            "reference_judged": bool(self.references) and (self.has_ratings or self.has_ranking
+                                                            or self.has_best_worst),
             "subgroups": bool(self.subgroups),
             "regions": self.region_demographic is not None,
             "gold": self.has_gold,
@@ -136,7 +74,8 @@ class Design:
     def options(self) -> dict[str, Any]:
         """Every keyword an analysis may ask of the design (``Analysis.design_options``)."""
         return {"baseline": self.baseline, "treatment": self.treatment, "references": self.references,
-                "subgroups": self.subgroups, "complete_blocks": self.complete_blocks}
+                "subgroups": self.subgroups, "complete_blocks": self.complete_blocks,
+                "demographic_questions": self.demographic_questions}
 
     def options_for(self, design_options: tuple[str, ...]) -> dict[str, Any]:
         return {name: self.options[name] for name in design_options}
@@ -173,6 +112,8 @@ def design_of(definition: StudyDefinition, *, has_gold: bool = False) -> Design:
         treatment=comparison.treatment if comparison else None,
         references=tuple(definition.reference_conditions),
         demographics=tuple(q.key for q in definition.demographics),
+        demographic_questions=tuple(DemographicQuestion(q.key, q.type, tuple(q.choices))
+                                    for q in definition.demographics),
         subgroups=tuple(Subgroup.of(spec) for spec in definition.subgroups),
         region_demographic=regions.demographic if regions else None,
         region_map=region_map,

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from analysis.design import Subgroup
+from analysis.stats.groups import Subgroup
 
 RULES = ("incomplete", "attention", "duration", "speed", "straightlining")
 ENROLLED = "enrolled"

@@ -31,7 +31,7 @@ INPUTS = ("ratings", "participants", "gold", "pairwise", "judges", "judge_pairwi
 
 #: Features of a study's design an analysis can need (see ``Analysis.needs``).
 FEATURES = frozenset({"ratings", "ranking", "best_worst", "pairwise", "comparison", "references", "subgroups", "regions",
-                      "gold", "judges"})
+                      "gold", "judges", "demographics", "reference_judged"})
 
 #: Results-page sections, in page order: key -> heading.
 SECTIONS: dict[str, str] = {
@@ -90,7 +90,8 @@ class Analysis:
 def _sensitivity(base: str, title: str, description: str, needs: Iterable[str]) -> Analysis:
     return Analysis(
         name=f"sensitivity_{base}", title=title, section="sensitivity", description=description,
-        sensitivity_of=base, needs=frozenset(needs), paper=True,
+        # The left-out rule (straight-lining) flags no one without gold scores: the variant would equal its base.
+        sensitivity_of=base, needs=frozenset(needs) | {"gold"}, paper=True,
     )
 
 
@@ -99,6 +100,11 @@ REGISTERED: tuple[Analysis, ...] = (
     Analysis("filter_flow", "Exclusion flow", "quality",
              "the exclusion flow: per quality rule, how many it excluded, how many remain, how many it flags alone",
              needs=frozenset(), paper=True),
+    Analysis("demographics_table", "Demographics of the retained participants", "quality",
+             "the retained participants' answers to the study's demographic questions: count and percentage per "
+             "answer, mean, SD, min and max of number answers, and the 'Prefer not to answer' row",
+             stats.demographics_table, inputs=("participants",), design_options=("demographic_questions",),
+             needs=frozenset({"demographics"}), paper=True),
     Analysis("filter_flow_by_subgroup", "Exclusion flow per subgroup", "quality",
              "the exclusion flow split by the groups of each subgroup comparison the study declares",
              needs=frozenset({"subgroups"}), paper=True),
@@ -135,6 +141,12 @@ REGISTERED: tuple[Analysis, ...] = (
     Analysis("wilcoxon", "Paired baseline vs treatment per system (Wilcoxon signed-rank)", "ratings",
              "Wilcoxon signed-rank tests of the paired baseline and treatment ratings", stats.paired_zs_ft,
              design_options=("baseline", "treatment"), needs=frozenset({"ratings", "comparison"})),
+    Analysis("reference_vs_systems", "The reference against the other responses (binomial test, 95% Wilson CI)",
+             "rankings", "per reference condition: how often it was picked most and least (best-worst), ranked "
+             "first (ranking) or rated higher than another response of its block (ratings, per dimension), "
+             "against chance, with an exact binomial test and a Wilson CI; Holm across the rows",
+             stats.reference_vs_systems, design_options=("references",), needs=frozenset({"reference_judged"}),
+             paper=True),
     Analysis("rank_summary", "Mean ranks", "rankings", "mean rank per system and condition", stats.rank_summary,
              needs=frozenset({"ranking"})),
     Analysis("friedman", "Friedman test per block", "rankings", "Friedman test of the ranks within each block",

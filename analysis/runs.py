@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -40,6 +41,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from celery import current_app
 from django.conf import settings
@@ -352,7 +354,14 @@ class RunSteps:
 def _table_payload(frame: pd.DataFrame) -> tuple[list[str], list[list]]:
     # pandas' JSON writer turns NaN/NA into null and numpy scalars into plain numbers.
     split = json.loads(frame.to_json(orient="split", index=False, date_format="iso", double_precision=15))
-    return [str(c) for c in split["columns"]], split["data"]
+    rows = split["data"]
+    # ... but it stops at 15 significant digits, so a p of 3.820460904919432e-09 lost its last
+    # digits: put every finite float back as itself (the JSON encoder writes repr, which round-trips).
+    for j in range(frame.shape[1]):
+        for i, value in enumerate(frame.iloc[:, j].tolist()):
+            if isinstance(value, (float, np.floating)) and math.isfinite(value):
+                rows[i][j] = float(value)
+    return [str(c) for c in split["columns"]], rows
 
 
 def _tables_write(kind: RunKind, run_id: int, tables: Mapping[str, pd.DataFrame], notes: Mapping[str, str]) -> None:

@@ -365,7 +365,9 @@ def test_the_pipeline_feeds_the_pairwise_analyses_the_retained_participants_judg
     answer_pairs(answered)  # a planted order of the conditions, for the strengths below
     design = study_design(answered.pk)
     chosen = registry.statistics_analyses(design=design.features)
-    assert {a.name for a in chosen} == {"pairwise_win_rates", "pairwise_bradley_terry", "pairwise_position_bias"}
+    # The study asks an age question, so its demographics table applies too (issue 26).
+    assert {a.name for a in chosen} == {"pairwise_win_rates", "pairwise_bradley_terry", "pairwise_position_bias",
+                                        "demographics_table"}
     pairwise = frames.pairwise_frame(answered.pk)
     people = frames.participants_frame(answered.pk, design)
     dropped = people["participant_id"].iloc[0]

@@ -739,6 +739,7 @@ EXPECTED_ANALYSES = [
     "win_table", "win_summary", "ttests", "anova", "welch_anova", "games_howell", "kruskal", "region_means",
     "descriptives", "wilcoxon", "rank_summary", "friedman", "bradley_terry", "best_worst", "agreement",
     "rater_loo", "mixed_model", "ordinal_model", "position_bias", "dimension_wilcoxon", "best_worst_shares",
+    "demographics_table", "reference_vs_systems",
 ]
 
 
@@ -780,12 +781,20 @@ def test_it_never_mutates_its_inputs(synthetic_study):
     pd.testing.assert_frame_equal(participants, participants_before)
 
 
-def test_it_sticks_to_one_dimension_for_design_tables_and_says_so():
+def test_the_design_tables_cover_every_dimension_with_a_dimension_column():
     people = data.make_participants(10, seed=8)
     ratings = data.make_ratings(people, seed=9, dimensions=("resonance", "coherence"))
     win = S.win_table(ratings, **data.WIN)
-    assert len(win) == 48
-    assert win["note"].str.contains("dimension 'resonance' only").all()
+    assert len(win) == 96 and sorted(win["dimension"].unique()) == ["coherence", "resonance"]
+    assert not win["note"].str.contains("only").any()
+    for row in win.sample(6, random_state=0).itertuples():
+        expected = ratings.query(f"dimension == '{row.dimension}' and model == '{row.model}' and "
+                                 f"scenario == '{row.scenario}' and condition == 'fine-tuned'")["rating"].mean()
+        assert row.ft_mean == pytest.approx(expected, abs=1e-12)
+    summary = S.win_summary_of_ratings(ratings, **data.WIN)
+    for row in summary.itertuples():
+        cells = win[(win["dimension"] == row.dimension) & (win["scenario"] == row.scenario)]
+        assert row.zs_wins == (cells["winner"] == data.WIN["baseline"]).sum()
     chosen = S.win_table(ratings, dimension="coherence", **data.WIN)
     expected = ratings.query("dimension == 'coherence' and model == 'Qwen2.5-3B' and scenario == 'S1' "
                              "and condition == 'zero-shot'")["rating"].mean()

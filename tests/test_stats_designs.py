@@ -123,7 +123,9 @@ def test_it_matches_scipy_on_pairs_built_by_hand(level):
 
 def test_holm_runs_across_the_dimensions_within_each_level():
     table = wilcoxon(panel(raters=4, blocks=15))
-    assert table["level"].tolist() == ["rater_item"] * 3 + ["rater_mean"] * 3 + ["item"] * 3
+    # 4 raters x 15 items: the item and crossed levels are valid and lead the table.
+    assert table["level"].tolist() == ["item"] * 3 + ["crossed"] * 3 + ["rater_item"] * 3 + ["rater_mean"] * 3
+    assert table["valid_for_design"].tolist() == [True] * 6 + [False] * 6
     for level, rows in table.groupby("level"):
         assert rows["p_holm"].tolist() == pytest.approx(hand_holm(rows["p"].tolist()), abs=TOL)
         assert (rows["holm_family"] == f"level={level} (across 3 dimensions)").all()
@@ -155,10 +157,10 @@ def test_one_dimension_and_no_dimension_column_give_one_row_per_level():
     ratings = panel(dimensions=("overall",), gains=(0.5,))
     for frame in (ratings, ratings.drop(columns=["dimension"])):
         table = wilcoxon(frame)
-        assert table["level"].tolist() == ["rater_item", "rater_mean", "item"]
+        assert table["level"].tolist() == ["item", "crossed", "rater_item", "rater_mean"]
         assert table["p_holm"].tolist() == pytest.approx(table["p"].tolist(), abs=TOL)
         assert (table["holm_family"].str.endswith("(across 1 dimensions)")).all()
-    assert wilcoxon(ratings.drop(columns=["dimension"]))["dimension"].tolist() == ["", "", ""]
+    assert wilcoxon(ratings.drop(columns=["dimension"]))["dimension"].tolist() == ["", "", "", ""]
 
 
 def test_a_rater_missing_a_condition_is_left_out_with_a_note():
@@ -179,9 +181,9 @@ def test_a_rater_missing_a_condition_is_left_out_with_a_note():
 def test_all_differences_zero_is_a_note_not_an_error():
     ratings = panel().assign(rating=3.0)
     table = wilcoxon(ratings)
-    assert len(table) == 9
-    assert (table["note"] == "every difference is zero: no test").all()
-    assert table[["W", "z", "p", "p_holm", "r"]].isna().all().all()
+    assert len(table) == 12
+    assert table["note"].str.startswith("every difference is zero: no test").all()
+    assert table[["W", "z", "t", "p", "p_holm", "r"]].isna().all().all()
     assert (table["median_difference"] == 0).all() and (table["n_nonzero"] == 0).all()
 
 
@@ -470,7 +472,7 @@ def test_the_counselor_panels_frame_gives_a_row_per_dimension_and_level(counselo
     table = S.dimension_wilcoxon(ratings, baseline="base", treatment="fine-tuned")
     dimensions = sorted(ratings["dimension"].unique())
     assert conditions == ["base", "fine-tuned"] and len(dimensions) == 3
-    assert sorted(zip(table["level"], table["dimension"])) == sorted(itertools.product(S.PAIRING_LEVELS, dimensions))
+    assert sorted(zip(table["level"], table["dimension"])) == sorted(itertools.product(S.TABLE_LEVELS, dimensions))
     blocks = ratings.groupby("participant_id", observed=True)["block_id"].nunique().sum()
     assert (table.loc[table["level"] == "rater_item", "n_pairs"] == blocks).all()
     assert (table.loc[table["level"] == "rater_mean", "n_pairs"] == 4).all()

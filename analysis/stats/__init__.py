@@ -8,7 +8,7 @@ inputs.
 
 The functions live in one module per family (``primitives``, ``comparisons``,
 ``paired_dimensions``, ``demographics``, ``regional``, ``rankings``,
-``best_worst``, ``pairwise``, ``reliability``, ``regression``); this package re-exports
+``best_worst``, ``pairwise``, ``reliability``, ``regression``, ``headline``); this package re-exports
 them, so ``from analysis import stats`` and ``stats.win_table(...)`` work as they always did.
 
 Conventions shared by all tables:
@@ -56,7 +56,12 @@ from analysis.stats.reliability import (
 from analysis.stats.best_worst import (
     BEST_WORST_COLUMNS, BEST_WORST_SHARES_COLUMNS, best_worst_scores, best_worst_shares,
 )
-from analysis.stats.paired_dimensions import DIMENSION_WILCOXON_COLUMNS, PAIRING_LEVELS, dimension_wilcoxon
+from analysis.stats.paired_dimensions import (
+    DIMENSION_WILCOXON_COLUMNS, PAIRING_LEVELS, TABLE_LEVELS, dimension_wilcoxon, valid_levels,
+)
+from analysis.stats.headline import (
+    DEMOGRAPHICS_COLUMNS, REFERENCE_COLUMNS, DemographicQuestion, demographics_table, reference_vs_systems,
+)
 from analysis.stats.pairwise import (
     PAIRWISE_BT_COLUMNS, PAIRWISE_POSITION_COLUMNS, PAIRWISE_WIN_COLUMNS, pairwise_bradley_terry,
     pairwise_position_bias, pairwise_win_rates,
@@ -74,7 +79,8 @@ __all__ = [
     "position_bias", "rank_biserial", "rank_summary", "rater_judge_agreement", "rater_loo_correlation",
     "region_means", "regional_anova", "regional_games_howell", "regional_kruskal", "regional_welch",
     "sensitivity", "win_summary", "win_summary_of_ratings", "win_table",
-    "BEST_WORST_SHARES_COLUMNS", "DIMENSION_WILCOXON_COLUMNS", "PAIRING_LEVELS", "best_worst_shares",
+    "BEST_WORST_SHARES_COLUMNS", "DIMENSION_WILCOXON_COLUMNS", "PAIRING_LEVELS", "TABLE_LEVELS", "valid_levels", "best_worst_shares",
     "dimension_wilcoxon", "PAIRWISE_BT_COLUMNS", "PAIRWISE_POSITION_COLUMNS", "PAIRWISE_WIN_COLUMNS",
     "pairwise_bradley_terry", "pairwise_position_bias", "pairwise_win_rates",
+    "DEMOGRAPHICS_COLUMNS", "REFERENCE_COLUMNS", "DemographicQuestion", "demographics_table", "reference_vs_systems",
 ]

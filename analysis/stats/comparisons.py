@@ -21,7 +21,7 @@ from scipy import stats
 
 from analysis.stats.primitives import (
     CONFIDENCE, _join_notes, _missing_columns_note, _note_frame,
-    _single_dimension, holm, mean_ci, rank_biserial,
+    _single_dimension, each_dimension, holm, mean_ci, rank_biserial,
 )
 
 
@@ -35,7 +35,7 @@ _TIE_TOLERANCE = 1e-9
 
 WIN_COLUMNS = [
     "model", "scenario", "zs_mean", "ft_mean", "winner", "reference_mean",
-    "reference_points", "n", "note",
+    "reference_points", "dimension", "n", "note",
 ]
 
 
@@ -73,7 +73,10 @@ def win_table(
     rating: str = "rating",
     dimension_column: str = "dimension",
 ) -> pd.DataFrame:
-    """Baseline vs treatment winner and reference points per system x scenario.
+    """Baseline vs treatment winner and reference points per system x scenario x dimension.
+
+    Every rating dimension gets its rows (``dimension``; "" for a frame
+    without a dimension column); ``dimension=`` narrows it to one.
 
     ``zs_mean`` is the baseline condition's mean, ``ft_mean`` the treatment's;
     ``winner`` is the name of the condition with the higher mean, or ``tie``.
@@ -85,7 +88,7 @@ def win_table(
     number of participants who rated the system in that scenario.
 
     Returns columns ``model, scenario, zs_mean, ft_mean, winner,
-    reference_mean, reference_points, n, note``.
+    reference_mean, reference_points, dimension, n, note`` (DESIGN 3.3's first).
 
     Examples
     --------
@@ -103,6 +106,16 @@ def win_table(
     problem = _missing_columns_note(ratings, [participant, block, scenario, model, condition, rating])
     if problem:
         return _note_frame(WIN_COLUMNS, problem)
+    columns = {"participant": participant, "block": block, "scenario": scenario, "model": model,
+               "condition": condition, "rating": rating, "dimension_column": dimension_column}
+    return each_dimension(
+        lambda one: _win_table_of_dimension(ratings, baseline, treatment, references, one, **columns),
+        ratings, dimension, dimension_column, WIN_COLUMNS)
+
+
+def _win_table_of_dimension(ratings: pd.DataFrame, baseline: str, treatment: str, references: Sequence[str],
+                            dimension: str | None, *, participant: str, block: str, scenario: str, model: str,
+                            condition: str, rating: str, dimension_column: str) -> pd.DataFrame:
     data, dimension_note = _single_dimension(ratings, dimension, dimension_column)
     data = data[[participant, block, scenario, model, condition, rating]].dropna(subset=[rating])
     systems = data[data[condition].isin([baseline, treatment])]
@@ -143,13 +156,13 @@ def win_table(
 
 
 WIN_SUMMARY_COLUMNS = [
-    "scenario", "n_models", "zs_wins", "ft_wins", "ties", "zs_win_share", "ft_win_share",
+    "scenario", "dimension", "n_models", "zs_wins", "ft_wins", "ties", "zs_win_share", "ft_win_share",
     "win_split", "reference_points", "reference_points_max", "reference_points_share", "note",
 ]
 
 
 def win_summary(win: pd.DataFrame, *, baseline: str, treatment: str) -> pd.DataFrame:
-    """Per scenario: share of systems where the baseline / the treatment won, and reference points.
+    """Per scenario (x dimension): share of systems where the baseline / the treatment won, and reference points.
 
     Shares are fractions of the systems with a decided comparison (ties
     included in the denominator). ``reference_points_share`` is the points the
@@ -168,7 +181,9 @@ def win_summary(win: pd.DataFrame, *, baseline: str, treatment: str) -> pd.DataF
     if problem:
         return _note_frame(WIN_SUMMARY_COLUMNS, problem)
     rows = []
-    for scenario_id, cells in win.dropna(subset=["scenario"]).groupby("scenario", sort=True):
+    win = win.assign(dimension=win["dimension"].astype(object).fillna("") if "dimension" in win.columns else "")
+    for (scenario_id, dimension_id), cells in win.dropna(subset=["scenario"]).groupby(
+            ["scenario", "dimension"], sort=True):
         decided = cells[cells["winner"].isin([baseline, treatment, TIE])]
         n_models = len(decided)
         zs_wins = int((decided["winner"] == baseline).sum())
@@ -178,6 +193,7 @@ def win_summary(win: pd.DataFrame, *, baseline: str, treatment: str) -> pd.DataF
         ft_share = ft_wins / n_models if n_models else np.nan
         rows.append({
             "scenario": scenario_id,
+            "dimension": dimension_id,
             "n_models": n_models,
             "zs_wins": zs_wins,
             "ft_wins": ft_wins,
@@ -258,6 +274,9 @@ def descriptives(
 # Paired baseline vs treatment
 # ---------------------------------------------------------------------------
 
+# With fewer non-zero pairs the two-sided signed-rank test cannot reach p < 0.05 (its smallest p is 2 / 2**n).
+_MIN_PAIRS_FOR_5_PERCENT = 6
+
 WILCOXON_COLUMNS = [
     "model", "dimension", "n", "n_nonzero", "median_zs", "median_ft", "W", "p", "p_holm",
     "rank_biserial", "holm_family", "note",
@@ -337,6 +356,8 @@ def _wilcoxon_row(
         return row
     result = stats.wilcoxon(ft, zs)
     row.update(W=float(result.statistic), p=float(result.pvalue), rank_biserial=rank_biserial(differences))
+    if row["n_nonzero"] < _MIN_PAIRS_FOR_5_PERCENT:
+        row["note"] = f"{row['n_nonzero']} non-zero pairs: the test cannot reach p < 0.05"
     return row
 
 

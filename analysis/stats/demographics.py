@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from analysis.design import Subgroup
+from analysis.stats.groups import Subgroup
 from analysis.stats.primitives import (
     _join_notes, _missing_columns_note, _note_frame, _single_dimension, cohen_d, holm,
 )
@@ -42,7 +42,7 @@ def participant_groups(
 
     Examples
     --------
-    >>> from analysis.design import Group
+    >>> from analysis.stats.groups import Group
     >>> by_gender = Subgroup("gender", "gender", Group("Woman", frozenset({"Woman"})),
     ...                      Group("Man", frozenset({"Man"})))
     >>> people = pd.DataFrame({"participant_id": ["a", "b", "c"],
@@ -116,7 +116,7 @@ def group_ttests(
     --------
     >>> ratings = pd.DataFrame({"participant_id": list("abcdef"), "model": "M",
     ...                         "rating": [4.0, 5, 4, 2, 3, 2]})
-    >>> from analysis.design import Group
+    >>> from analysis.stats.groups import Group
     >>> by_gender = Subgroup("gender", "gender", Group("Woman", frozenset({"Woman"})),
     ...                      Group("Man", frozenset({"Man"})))
     >>> people = pd.DataFrame({"participant_id": list("abcdef"),

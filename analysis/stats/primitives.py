@@ -118,6 +118,34 @@ def _single_dimension(
     return ratings[ratings[column] == chosen], note
 
 
+def each_dimension(
+    compute: Callable[[str | None], pd.DataFrame], ratings: pd.DataFrame, dimension: str | None, column: str,
+    columns: Sequence[str],
+) -> pd.DataFrame:
+    """``compute(dimension)`` for every rating dimension in ``ratings``, stacked with a ``dimension`` column.
+
+    ``dimension`` given: that one only. A frame without a dimension column is one dimension, labelled "".
+    The result has ``columns`` (which hold ``dimension``), so a one-dimension study gets the same table shape.
+
+    Examples
+    --------
+    >>> ratings = pd.DataFrame({"dimension": ["b", "a", "b"], "rating": [1.0, 2, 3]})
+    >>> each_dimension(lambda d: pd.DataFrame({"mean": [ratings.loc[ratings["dimension"] == d, "rating"].mean()]}),
+    ...                ratings, None, "dimension", ["dimension", "mean"])
+      dimension  mean
+    0         a   2.0
+    1         b   2.0
+    """
+    if column not in ratings.columns:
+        return compute(None).assign(dimension="").reindex(columns=list(columns))
+    if dimension is not None:
+        chosen = [dimension]
+    else:
+        chosen = sorted(pd.unique(ratings[column].dropna()), key=str) or [None]
+    parts = [compute(value).assign(dimension="" if value is None else value) for value in chosen]
+    return pd.concat(parts, ignore_index=True).reindex(columns=list(columns))
+
+
 def _subsample_participants(
     data: pd.DataFrame, max_rows: int | None, seed: int, participant: str
 ) -> tuple[pd.DataFrame, str]:

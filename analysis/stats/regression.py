@@ -22,7 +22,7 @@ import pandas as pd
 from scipy import stats
 
 from analysis.stats.primitives import (
-    CONFIDENCE, _join_notes, _missing_columns_note, _note_frame, _single_dimension,
+    CONFIDENCE, _join_notes, _missing_columns_note, _note_frame, _single_dimension, each_dimension,
     _subsample_participants,
 )
 
@@ -32,7 +32,7 @@ from analysis.stats.primitives import (
 # ---------------------------------------------------------------------------
 
 MODEL_COLUMNS = [
-    "term", "coef", "se", "z", "p", "ci_low", "ci_high", "n_obs", "n_participants", "n_items", "holm_family", "note",
+    "dimension", "term", "coef", "se", "z", "p", "ci_low", "ci_high", "n_obs", "n_participants", "n_items", "holm_family", "note",
 ]
 _MODEL_P = "none: Wald tests of one model's coefficients"
 
@@ -75,7 +75,7 @@ def _coefficient_table(params: pd.Series, se: pd.Series, frame: pd.DataFrame, no
         "ci_low": (params - critical * se).to_numpy(), "ci_high": (params + critical * se).to_numpy(),
         "n_obs": len(frame), "n_participants": frame["participant_id"].nunique(),
         "n_items": frame["response_id"].nunique(), "holm_family": _MODEL_P, "note": note,
-    })[MODEL_COLUMNS]
+    }).reindex(columns=MODEL_COLUMNS)
 
 
 def _design_problem(frame: pd.DataFrame, baseline: str, treatment: str) -> str:
@@ -306,7 +306,7 @@ def _largest_gradient(model_spec: Any, params: pd.Series) -> float:
     return float(np.max(np.abs(model_spec.score(np.asarray(params)))))
 
 
-def mixed_model(
+def _mixed_model_of_dimension(
     ratings: pd.DataFrame,
     *,
     baseline: str,
@@ -338,7 +338,7 @@ def mixed_model(
     >>> ratings = pd.DataFrame({"participant_id": np.repeat([f"p{i}" for i in range(8)], 4),
     ...     "response_id": ["r1", "r2", "r3", "r4"] * 8, "model": ["A", "A", "B", "B"] * 8,
     ...     "condition": ["base", "tuned"] * 16, "rating": rng.integers(1, 6, 32).astype(float)})
-    >>> mixed_model(ratings, baseline="base", treatment="tuned")["term"].tolist()
+    >>> _mixed_model_of_dimension(ratings, baseline="base", treatment="tuned")["term"].tolist()
     ['Intercept', 'condition[tuned]', 'system[B]', 'condition[tuned]:system[B]', 'var(item)', 'var(participant)', 'var(residual)']
     """
     problem = _missing_columns_note(ratings, [participant, response, model, condition, rating])
@@ -366,7 +366,7 @@ def mixed_model(
     return pd.concat([table, variances], ignore_index=True).reindex(columns=MODEL_COLUMNS)
 
 
-def ordinal_model(
+def _ordinal_model_of_dimension(
     ratings: pd.DataFrame,
     *,
     baseline: str,
@@ -397,7 +397,7 @@ def ordinal_model(
     >>> ratings = pd.DataFrame({"participant_id": np.repeat([f"p{i}" for i in range(10)], 4),
     ...     "response_id": ["r1", "r2", "r3", "r4"] * 10, "model": ["A", "A", "B", "B"] * 10,
     ...     "condition": ["base", "tuned"] * 20, "rating": rng.integers(1, 4, 40).astype(float)})
-    >>> ordinal_model(ratings, baseline="base", treatment="tuned")["term"].tolist()
+    >>> _ordinal_model_of_dimension(ratings, baseline="base", treatment="tuned")["term"].tolist()
     ['condition[tuned]', 'system[B]', 'condition[tuned]:system[B]', 'cut 1/2', 'log-increment 2/3']
     """
     problem = _missing_columns_note(ratings, [participant, response, model, condition, rating])
@@ -454,3 +454,25 @@ def ordinal_model(
     se = pd.Series(np.asarray(result.bse), index=names)
     table = _coefficient_table(params, se, frame, _join_notes(note, "SE clustered by participant"))
     return table
+
+
+def _each_dimension_of(fit_one: Callable[..., pd.DataFrame]) -> Callable[..., pd.DataFrame]:
+    """A model fitted once per rating dimension (``dimension`` column; ``dimension=`` narrows it to one)."""
+
+    def fit(ratings: pd.DataFrame, *, baseline: str, treatment: str, dimension: str | None = None,
+            dimension_column: str = "dimension", **options: Any) -> pd.DataFrame:
+        return each_dimension(
+            lambda one: fit_one(ratings, baseline=baseline, treatment=treatment, dimension=one,
+                                dimension_column=dimension_column, **options),
+            ratings, dimension, dimension_column, MODEL_COLUMNS)
+
+    fit.__doc__ = f"{fit_one.__doc__.splitlines()[0]} Fitted per rating dimension (see ``{fit_one.__name__}``)."
+    return fit
+
+
+#: ``_mixed_model_of_dimension`` per rating dimension, with a ``dimension`` column.
+mixed_model = _each_dimension_of(_mixed_model_of_dimension)
+mixed_model.__name__ = mixed_model.__qualname__ = "mixed_model"
+#: ``_ordinal_model_of_dimension`` per rating dimension, with a ``dimension`` column.
+ordinal_model = _each_dimension_of(_ordinal_model_of_dimension)
+ordinal_model.__name__ = ordinal_model.__qualname__ = "ordinal_model"

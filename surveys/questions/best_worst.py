@@ -39,6 +39,26 @@ class BestWorstType(QuestionType):
     def declared(self, definition) -> bool:
         return definition.best_worst
 
+    def definition_problems(self, definition) -> list[str]:
+        if not definition.best_worst:
+            return []
+        problems = []
+        if definition.ranking:
+            # Both ask for an order of the same responses; the analyses of one would contradict the other's.
+            problems.append("best_worst: cannot be combined with ranking (both order the same responses); "
+                            "ask one of them")
+        for i, block in enumerate(definition.blocks):
+            labels = [response.label for response in block.responses]
+            for k, label in enumerate(labels):
+                at = f"blocks[{i}].responses[{k}].label"
+                if label and definition.letter_labels:
+                    problems.append(f'{at}: "{label}" is a fixed label, but letter_labels shows letters by '
+                                    "position; use one or the other")
+                elif label and labels.count(label) > 1:
+                    # A participant could not tell the two apart, and the choices.csv labels would be ambiguous.
+                    problems.append(f'{at}: "{label}" is the label of another response of the block')
+        return problems
+
     def in_study(self, study) -> bool:
         return study.best_worst_enabled
 
