@@ -33,7 +33,12 @@ from tests.support.browser import (  # noqa: F401  (browser is a fixture)
     tab_to,
 )
 
-pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.browser,
+    # Checks of every page with axe-core and by measure, not journeys: bin/test --all (CI) runs them.
+    pytest.mark.slow(reason="accessibility audits of every page in chromium; not one of the default journeys"),
+    pytest.mark.django_db(transaction=True),
+]
 
 SERIOUS = {"serious", "critical"}
 ZOOM_200 = {"viewport": {"width": 640, "height": 400}, "device_scale_factor": 2}

@@ -14,7 +14,11 @@ from tests.support.browser import (  # noqa: F401  (browser is a fixture)
     PHONE, back_from_the_panel, browser, new_page, participant_link, start_survey, stub_the_panel, tab_to,
 )
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+# bin/test keeps one browser journey per participant flow: the mouse journey below is the
+# rating-and-ranking one. The variants (phone without JavaScript, keyboard only, the refused
+# unranked submit) run in bin/test --all.
+VARIANT = pytest.mark.slow(reason="a variant of the rating-and-ranking journey; bin/test runs the mouse one")
 
 
 def _kind(page) -> str:
@@ -167,6 +171,7 @@ def test_it_completes_tide_with_a_mouse_and_drag_ranking(browser, live_server, t
     page.context.close()
 
 
+@VARIANT
 def test_it_completes_tide_on_a_phone_without_javascript_using_rank_selects(browser, live_server, tide):
     external_id = "e" * 24
     rng, record = random.Random(2), Record()
@@ -248,6 +253,7 @@ def _keyboard_rank(page, wanted: list[int]) -> None:
         page.keyboard.press("Enter")
 
 
+@VARIANT
 def test_it_completes_tide_with_the_keyboard_only(browser, live_server, tide):
     external_id = "f" * 24
     rng, record = random.Random(3), Record()
@@ -306,6 +312,7 @@ def test_it_completes_tide_with_the_keyboard_only(browser, live_server, tide):
     page.context.close()
 
 
+@VARIANT
 def test_with_javascript_the_ranking_starts_unranked_and_a_submit_without_ranks_is_refused(browser, live_server,
                                                                                           tide):
     page = new_page(browser)
