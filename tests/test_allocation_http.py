@@ -18,7 +18,7 @@ from tests.support.threads import in_threads
 K, R = 4, 3
 
 
-@pytest.mark.slow
+@pytest.mark.slow(reason="bots over HTTP against a live server until every block has r judgements")
 def test_bots_over_http_leave_every_block_with_r_judgements(live_server):
     rows = outputs_rows(40, seed=11)
     definition = definition_from_outputs(rows, slug="sampled", sample={"prompts": 12, "seed": 7},

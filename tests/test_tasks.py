@@ -223,7 +223,7 @@ def test_an_analysis_that_raises_is_recorded_on_the_run_and_the_other_tables_sta
     assert result_table_frame(run=run, name="win_table") is None  # no quiet "could not run" row instead
 
 
-@pytest.mark.slow  # with the metrics stack installed, the metrics run really computes
+@pytest.mark.slow(reason="with the metrics stack installed, the metrics run really computes")
 def test_a_metrics_run_is_requeued_like_an_analysis_run(small_study):
     from analysis.models import MetricsRun
 
