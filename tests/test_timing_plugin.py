@@ -1,14 +1,13 @@
 """The suite's timing check (tests/support/timing.py), run on small test files by pytester.
 
 The inner tests sleep on purpose: a test that takes time is the input here. The
-limit is a tenth of a second so that the whole module stays well under a second.
+limit is a tenth of a second so that the module takes a few seconds; the inner
+runs are in-process (a subprocess would import the whole plugin stack each time).
 """
 
 from __future__ import annotations
 
 import pytest
-
-from tests.support.paths import ROOT
 
 LIMIT = ["-p", "tests.support.timing", "-p", "no:django", "-p", "no:cacheprovider", "--max-test-seconds=0.1"]
 
@@ -32,12 +31,6 @@ def test_slow_without_a_reason():
 """
 
 
-@pytest.fixture(autouse=True)
-def _project_importable(monkeypatch):
-    """The inner pytest runs in a temporary directory: it imports the plugin from this checkout."""
-    monkeypatch.setenv("PYTHONPATH", str(ROOT))
-
-
 @pytest.fixture
 def inner(pytester: pytest.Pytester) -> pytest.Pytester:
     pytester.makeini("[pytest]\nmarkers =\n    slow: slow\n")
@@ -46,7 +39,7 @@ def inner(pytester: pytest.Pytester) -> pytest.Pytester:
 
 
 def test_a_test_over_the_limit_fails_the_run_with_its_name_and_time(inner):
-    result = inner.runpytest_subprocess(*LIMIT)
+    result = inner.runpytest_inprocess(*LIMIT)
 
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     # Three pass their call; the two overruns fail at tear-down, the one with a reason does not.
@@ -73,14 +66,35 @@ def expensive():
 def test_uses_it(expensive):
     pass
 """)
-    result = pytester.runpytest_subprocess(*LIMIT)
+    result = pytester.runpytest_inprocess(*LIMIT)
 
     result.assert_outcomes(passed=1, errors=1)
     result.stdout.fnmatch_lines(["*test_uses_it took 0.* s (set-up 0.* s, call 0.0 s*"])
 
 
+def test_a_session_fixture_set_up_by_the_test_is_not_counted(pytester):
+    # The test database's migrations are paid by whichever test comes first.
+    pytester.makepyfile(test_session="""
+import time
+import pytest
+
+@pytest.fixture(scope="session")
+def database():
+    time.sleep(0.3)
+
+def test_first(database):
+    pass
+
+def test_second(database):
+    pass
+""")
+    result = pytester.runpytest_inprocess(*LIMIT)
+
+    result.assert_outcomes(passed=2)
+
+
 def test_without_the_option_nothing_is_timed(inner):
-    result = inner.runpytest_subprocess("-p", "tests.support.timing", "-p", "no:django", "-p", "no:cacheprovider")
+    result = inner.runpytest_inprocess("-p", "tests.support.timing", "-p", "no:django", "-p", "no:cacheprovider")
 
     assert result.ret == pytest.ExitCode.OK
     result.assert_outcomes(passed=4)

@@ -3,8 +3,10 @@
 ``bin/test`` passes ``--max-test-seconds=20`` (the contributor suite must stay near
 ten minutes, so one test may not quietly grow to a minute); ``bin/test --all`` and a
 plain ``pytest`` leave it off (0). A test's time is what ``--durations`` reports for
-it: set-up + call + tear-down, so a module fixture's cost counts against the first
-test that builds it, which is where it is paid.
+it (set-up + call + tear-down) less the set-up of session-scoped fixtures: the test
+database's migrations or chromium's start are paid once by whichever test comes
+first, and are no test's fault. A module fixture's cost does count against the
+first test that builds it: the module chose to pay it there.
 
 A test marked ``@pytest.mark.slow(reason="...")`` is exempt: it is left out of the
 default run anyway, and the reason says why it may take longer when someone selects
@@ -16,9 +18,12 @@ time, so the run exits non-zero and the summary lists it with the other failures
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 _PHASES = "_timing_phases"
+_SESSION_SETUP = "_timing_session_setup"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -41,6 +46,17 @@ def slow_reason(item: pytest.Item) -> str | None:
 
 
 @pytest.hookimpl(hookwrapper=True)
+def pytest_fixture_setup(fixturedef: pytest.FixtureDef, request: pytest.FixtureRequest):
+    if fixturedef.scope != "session" or not request.config.getoption("max_test_seconds"):
+        yield
+        return
+    start = time.perf_counter()
+    yield
+    item = request._pyfuncitem  # the test whose set-up built it
+    item.__dict__[_SESSION_SETUP] = item.__dict__.get(_SESSION_SETUP, 0.0) + time.perf_counter() - start
+
+
+@pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     outcome = yield
     limit = item.config.getoption("max_test_seconds")
@@ -51,12 +67,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     phases[report.when] = report.duration
     if report.when != "teardown" or not report.passed:
         return
-    total = sum(phases.values())
+    shared = item.__dict__.get(_SESSION_SETUP, 0.0)
+    total = sum(phases.values()) - shared
     if total <= limit or slow_reason(item) is not None:
         return
     report.outcome = "failed"
     report.longrepr = (
-        f"{item.nodeid} took {total:.1f} s (set-up {phases.get('setup', 0):.1f} s, "
+        f"{item.nodeid} took {total:.1f} s (set-up {phases.get('setup', 0) - shared:.1f} s, "
         f"call {phases.get('call', 0):.1f} s, tear-down {phases.get('teardown', 0):.1f} s), "
         f"more than the suite's limit of {limit:g} s. Make it faster (share its set-up, test "
         f"the one piece it checks) or mark it @pytest.mark.slow(reason=\"...\") so that only "
