@@ -14,18 +14,17 @@ built from live in ``tests/support/``.
 
 from __future__ import annotations
 
-import contextlib
 import json
 
 import pytest
 from django.core.cache import cache
-from django.db import transaction
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from tests.support.live_server import counting_requests
 from tests.support.paths import FIXTURES
 from tests.support.researcher import QUICK_ANALYSES, fill_with_bots, finished_run, make_user, narrow_analyses
+from tests.support.shared import in_process_tasks, rows_kept_until_exit
 from tests.support.studies import load_fixture
 from tests.support.survey_steps import SurveySteps
 
@@ -202,21 +201,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             start = end
 
 
-@contextlib.contextmanager
-def _in_process_tasks():
-    """Tasks run eagerly while the shared rows are built (as in ``_tasks_in_process_unless_worker_test``)."""
-    from django.conf import settings
-
-    from config.celery import app
-
-    previous = (app.conf.task_always_eager, settings.CELERY_TASK_ALWAYS_EAGER)
-    app.conf.task_always_eager = settings.CELERY_TASK_ALWAYS_EAGER = True
-    try:
-        yield
-    finally:
-        app.conf.task_always_eager, settings.CELERY_TASK_ALWAYS_EAGER = previous
-
-
 @pytest.fixture(scope="module")
 def _filled_for_module(request, django_db_setup, django_db_blocker):
     # Set up by the first test of a run of the module's tests that use ``filled``; for a
@@ -224,14 +208,13 @@ def _filled_for_module(request, django_db_setup, django_db_blocker):
     if _sharing_rank(request._pyfuncitem) == 0:
         yield None
         return
-    with django_db_blocker.unblock(), transaction.atomic():
-        with _in_process_tasks():
+    with rows_kept_until_exit(django_db_blocker):
+        with in_process_tasks():
             owner = make_user("owner")
             study = load_fixture("tide.json")
             study.owners.add(owner)
             fill_with_bots(study, 12)
         yield _Shared(study.pk, owner.pk)
-        transaction.set_rollback(True)
 
 
 @pytest.fixture(scope="module")
@@ -243,7 +226,7 @@ def _done_run_for_module(request, _filled_for_module, django_db_blocker):
 
     with django_db_blocker.unblock(), pytest.MonkeyPatch.context() as patch:
         narrow_analyses(patch, QUICK_STATS)
-        with _in_process_tasks():
+        with in_process_tasks():
             run = finished_run(Study.objects.get(pk=_filled_for_module.study_pk))
     yield run.pk
 
