@@ -25,7 +25,7 @@ from tests.support.live_server import counting_requests
 from tests.support.paths import FIXTURES
 from tests.support.researcher import QUICK_ANALYSES, fill_with_bots, finished_run, make_user, narrow_analyses
 from tests.support.shared import in_process_tasks, rows_kept_until_exit
-from tests.support.studies import load_fixture
+from tests.support.studies import load_fixture, load_reasons_per_block
 from tests.support.survey_steps import SurveySteps
 
 # --- studies ---------------------------------------------------------------------------
@@ -60,12 +60,7 @@ def pairwise(db):
 @pytest.fixture
 def reasons_per_block(db):
     """The most-least study asking its "why" question on every block (a per-block free-text question)."""
-    from surveys.definition import parse_definition, read_definition_file
-    from surveys.loader import study_load
-
-    definition = read_definition_file(FIXTURES / "most_least.json")
-    definition.update(slug="reasons-per-block", free_text=[{**definition["free_text"][0], "per_block": True}])
-    return study_load(definition=parse_definition(definition)).study
+    return load_reasons_per_block()
 
 
 @pytest.fixture
@@ -159,7 +154,9 @@ def done_run(_done_run_for_module, filled, quick_stats):
 # test (``live_server``, ``transaction=True``) commits and is flushed, so it builds
 # its own as before. ``pytest_collection_modifyitems`` below puts a module's sharing
 # tests after its other tests (the done-run ones last), so no test that did not ask
-# for the participants or the run ever sees them.
+# for the participants or the run ever sees them. A test module's own module-scoped
+# rows (tests/support/shared.py) get the same treatment if the fixture's name starts
+# with ``_shared_rows``.
 
 
 class _Shared:
@@ -175,9 +172,10 @@ def _transactional(item: pytest.Item) -> bool:
 
 
 def _sharing_rank(item: pytest.Item) -> int:
-    """0: builds nothing shared; 1: shares the filled study; 2: shares the finished run too."""
+    """0: builds nothing shared; 1: shares the filled study or a module's ``_shared_rows*``; 2: the run too."""
     fixtures = getattr(item, "fixturenames", ())
-    if "_filled_for_module" not in fixtures or _transactional(item):
+    shares = "_filled_for_module" in fixtures or any(name.startswith("_shared_rows") for name in fixtures)
+    if not shares or _transactional(item):
         return 0
     return 2 if "_done_run_for_module" in fixtures else 1
 
