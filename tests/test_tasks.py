@@ -84,14 +84,14 @@ def test_the_claim_takes_over_a_running_run_whose_lease_expired(small_study, set
     assert claim.attempt == 2
 
 
-def test_the_claim_leaves_finished_and_missing_runs_alone(small_study):
+def test_the_claim_leaves_finished_and_missing_runs_alone(small_study, quick_stats):  # any run will do
     run = queued_run(small_study)
     assert run_analysis(run.pk) == "done"
     assert claim_run(run.pk) == runs.Claim(attempt=None, status="done")
     assert claim_run(run.pk + 1000).status == "missing"
 
 
-def test_a_second_delivery_of_the_same_message_does_nothing(small_study):
+def test_a_second_delivery_of_the_same_message_does_nothing(small_study, quick_stats):  # any run will do
     run = queued_run(small_study)
     assert run_analysis(run.pk) == "done"
     results = list(ParticipantResult.objects.filter(run=run).values_list("id", flat=True))
@@ -130,7 +130,7 @@ def test_a_superseded_attempt_writes_nothing_and_does_not_finish_the_run(small_s
     assert not ParticipantResult.objects.filter(run=run).exists()
 
 
-def test_a_failing_step_marks_the_run_failed_and_its_tables_are_never_shown(small_study, monkeypatch):
+def test_a_failing_step_marks_the_run_failed_and_its_tables_are_never_shown(small_study, monkeypatch, quick_stats):
     good = queued_run(small_study)
     run_analysis(good.pk)
 
