@@ -163,7 +163,7 @@ def test_the_command_runs_the_analysis_in_process_without_a_broker(small_study, 
 
 
 def test_an_attempt_whose_lease_expired_during_the_statistics_cannot_overwrite_the_newer_attempts_tables(
-        small_study, settings, monkeypatch):
+        small_study, settings, monkeypatch, quick_stats):  # the quick tables: win_table and one part
     """The statistics step is the longest: a worker may lose its lease in it, and must then write nothing."""
     from analysis import pipeline
 
