@@ -15,10 +15,10 @@ from tests.support.browser import (  # noqa: F401  (browser is a fixture)
 )
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-# bin/test keeps one browser journey per participant flow: the mouse journey below is the
-# rating-and-ranking one. The variants (phone without JavaScript, keyboard only, the refused
-# unranked submit) run in bin/test --all.
-VARIANT = pytest.mark.slow(reason="a variant of the rating-and-ranking journey; bin/test runs the mouse one")
+# The variants (phone without JavaScript, keyboard only, the refused unranked submit) run in
+# bin/test --all. So does the mouse journey for now: all 24 blocks by mouse take ~35 s even at
+# load 3, over bin/test's 20 s limit; a shorter rating-and-ranking journey is still to be written.
+VARIANT = pytest.mark.slow(reason="a variant of the rating-and-ranking journey")
 
 
 def _kind(page) -> str:
@@ -108,6 +108,7 @@ def _finish_demographics(page, choices: dict[str, str]) -> None:
     page.get_by_role("button", name="Finish").click()
 
 
+@pytest.mark.slow(reason="all 24 blocks by mouse: ~35 s at load 3, over bin/test's 20 s limit")
 def test_it_completes_tide_with_a_mouse_and_drag_ranking(browser, live_server, tide):
     external_id = "d" * 24
     rng, record = random.Random(1), Record()
