@@ -7,6 +7,9 @@ side: ``owner`` owns ``study`` (TIDE), ``other`` owns ``other_study``
 to ``study`` and ``done_run`` a finished (quick) analysis run of it;
 ``owner_client`` and ``owner_token`` sign ``owner`` in. The helpers these are
 built from live in ``tests/support/``.
+
+``filled`` and ``done_run`` are built once per test module, not once per test
+(twelve scripted participants take seconds): see "one filled study per module".
 """
 
 from __future__ import annotations
@@ -21,14 +24,20 @@ from rest_framework.test import APIClient
 from tests.support.live_server import counting_requests
 from tests.support.paths import FIXTURES
 from tests.support.researcher import QUICK_ANALYSES, fill_with_bots, finished_run, make_user, narrow_analyses
-from tests.support.studies import load_fixture
+from tests.support.shared import in_process_tasks, rows_kept_until_exit
+from tests.support.studies import load_fixture, load_reasons_per_block
 from tests.support.survey_steps import SurveySteps
 
 # --- studies ---------------------------------------------------------------------------
 
 
 @pytest.fixture
-def tide(db):
+def tide(request, db):
+    shared = _shared(request)
+    if shared:
+        from surveys.models import Study
+
+        return Study.objects.get(pk=shared.study_pk)
     return load_fixture("tide.json")
 
 
@@ -51,12 +60,7 @@ def pairwise(db):
 @pytest.fixture
 def reasons_per_block(db):
     """The most-least study asking its "why" question on every block (a per-block free-text question)."""
-    from surveys.definition import parse_definition, read_definition_file
-    from surveys.loader import study_load
-
-    definition = read_definition_file(FIXTURES / "most_least.json")
-    definition.update(slug="reasons-per-block", free_text=[{**definition["free_text"][0], "per_block": True}])
-    return study_load(definition=parse_definition(definition)).study
+    return load_reasons_per_block()
 
 
 @pytest.fixture
@@ -76,7 +80,12 @@ def steps() -> SurveySteps:
 
 
 @pytest.fixture
-def owner(db):
+def owner(request, db):
+    shared = _shared(request)
+    if shared:
+        from django.contrib.auth import get_user_model
+
+        return get_user_model().objects.get(pk=shared.owner_pk)
     return make_user("owner")
 
 
@@ -105,19 +114,119 @@ def other_study(most_least, other):
 
 
 @pytest.fixture
-def filled(study):
-    fill_with_bots(study, 12)
+def filled(_filled_for_module, study):
+    """``study`` with twelve scripted participants (shared by the module's tests, see below)."""
+    if not _filled_for_module:
+        fill_with_bots(study, 12)
     return study
+
+
+QUICK_STATS = (*QUICK_ANALYSES, "sensitivity_win_table")
 
 
 @pytest.fixture
 def quick_stats(monkeypatch):
-    narrow_analyses(monkeypatch, (*QUICK_ANALYSES, "sensitivity_win_table"))
+    narrow_analyses(monkeypatch, QUICK_STATS)
 
 
 @pytest.fixture
-def done_run(filled, quick_stats):
+def done_run(_done_run_for_module, filled, quick_stats):
+    """A finished quick run of ``filled`` (shared by the module's tests, see below)."""
+    if _done_run_for_module:
+        from analysis.models import AnalysisRun
+
+        return AnalysisRun.objects.get(pk=_done_run_for_module)
     return finished_run(filled)
+
+
+# --- one filled study per module ------------------------------------------------------------
+#
+# Twelve participants saved through the services take seconds (many more on a busy
+# machine), and about forty tests only read them. The module's first test that uses
+# ``filled`` builds them inside a transaction that stays open until the module's last
+# test; each test runs in a savepoint of it (pytest-django's own per-test atomic,
+# nested), so what a test writes is rolled back as before, and the shared rows are
+# rolled back at the end of the module. ``tide``, ``owner``, ``study`` and ``filled``
+# are then the shared rows, fetched again for each test (no Python object leaks from
+# one test to the next). The same holds for ``done_run``.
+#
+# Only tests with pytest-django's rolled-back transaction can share: a transactional
+# test (``live_server``, ``transaction=True``) commits and is flushed, so it builds
+# its own as before. ``pytest_collection_modifyitems`` below puts a module's sharing
+# tests after its other tests (the done-run ones last), so no test that did not ask
+# for the participants or the run ever sees them. A test module's own module-scoped
+# rows (tests/support/shared.py) get the same treatment if the fixture's name starts
+# with ``_shared_rows``.
+
+
+class _Shared:
+    def __init__(self, study_pk: int, owner_pk: int):
+        self.study_pk, self.owner_pk = study_pk, owner_pk
+
+
+def _transactional(item: pytest.Item) -> bool:
+    marker = item.get_closest_marker("django_db")
+    fixtures = getattr(item, "fixturenames", ())
+    return bool(marker and (marker.kwargs.get("transaction") or marker.kwargs.get("reset_sequences"))) or (
+        "transactional_db" in fixtures or "live_server" in fixtures)
+
+
+def _sharing_rank(item: pytest.Item) -> int:
+    """0: builds nothing shared; 1: shares the filled study or a module's ``_shared_rows*``; 2: the run too."""
+    fixtures = getattr(item, "fixturenames", ())
+    shares = "_filled_for_module" in fixtures or any(name.startswith("_shared_rows") for name in fixtures)
+    if not shares or _transactional(item):
+        return 0
+    return 2 if "_done_run_for_module" in fixtures else 1
+
+
+def _shared(request) -> _Shared | None:
+    if "_filled_for_module" not in request.fixturenames:
+        return None
+    return request.getfixturevalue("_filled_for_module")
+
+
+@pytest.hookimpl(trylast=True)  # after pytest-django has put the transactional tests last
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Within each run of consecutive tests of one module, the sharing tests go last (stable)."""
+    def module(item: pytest.Item) -> str:
+        return item.nodeid.split("::")[0]
+
+    start = 0
+    for end in range(1, len(items) + 1):
+        if end == len(items) or module(items[end]) != module(items[start]):
+            items[start:end] = sorted(items[start:end], key=_sharing_rank)
+            start = end
+
+
+@pytest.fixture(scope="module")
+def _filled_for_module(request, django_db_setup, django_db_blocker):
+    # Set up by the first test of a run of the module's tests that use ``filled``; for a
+    # transactional test (their run comes after the others) nothing is shared.
+    if _sharing_rank(request._pyfuncitem) == 0:
+        yield None
+        return
+    with rows_kept_until_exit(django_db_blocker):
+        with in_process_tasks():
+            owner = make_user("owner")
+            study = load_fixture("tide.json")
+            study.owners.add(owner)
+            fill_with_bots(study, 12)
+        yield _Shared(study.pk, owner.pk)
+
+
+@pytest.fixture(scope="module")
+def _done_run_for_module(request, _filled_for_module, django_db_blocker):
+    if not _filled_for_module:
+        yield None
+        return
+    from surveys.models import Study
+
+    with django_db_blocker.unblock(), pytest.MonkeyPatch.context() as patch:
+        narrow_analyses(patch, QUICK_STATS)
+        with in_process_tasks():
+            run = finished_run(Study.objects.get(pk=_filled_for_module.study_pk))
+    yield run.pk
 
 
 @pytest.fixture
@@ -172,6 +281,22 @@ def _small_model_subsamples():
     os.environ.setdefault("ANALYSIS_BOOTSTRAP_SAMPLES", "30")
     settings.ANALYSIS_MODEL_MAX_ROWS = int(os.environ["ANALYSIS_MODEL_MAX_ROWS"])
     settings.ANALYSIS_BOOTSTRAP_SAMPLES = int(os.environ["ANALYSIS_BOOTSTRAP_SAMPLES"])
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _fast_password_hashing():
+    """Passwords are hashed with MD5 in tests, as Django's testing docs advise.
+
+    The default PBKDF2 takes a good part of a second per hash (several on a busy
+    machine) and every ``make_user`` and every sign-in pays it: hundreds of times in
+    the suite. No test checks the hash's strength; production keeps Django's default.
+    """
+    from django.test import override_settings
+
+    fast = override_settings(PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"])
+    fast.enable()  # sends setting_changed, which clears Django's cache of the hashers
+    yield
+    fast.disable()
 
 
 @pytest.fixture(autouse=True)

@@ -270,7 +270,7 @@ def test_the_pair_ignores_earlier_answers():
 # --- concurrency ----------------------------------------------------------------------------------
 
 
-@pytest.mark.slow
+@pytest.mark.slow(reason="twenty concurrent newcomers on a transactional database")
 def test_twenty_newcomers_at_once_keep_block_counts_within_one(transactional_db):
     """Real connections (PostgreSQL: the study row's lock; SQLite: IMMEDIATE transactions)."""
     study = _load(n_prompts=30, allocation={"blocks_per_participant": 4, "judgements_per_block": 8})  # target 60

@@ -20,7 +20,7 @@ from tests.support.threads import in_threads
 K, R = 4, 3
 
 
-@pytest.mark.slow
+@pytest.mark.slow(reason="bots over HTTP against a live server until every block has r judgements")
 def test_bots_over_http_leave_every_block_with_r_judgements(live_server):
     """Built as ``manage.py new_study`` builds it (surveys.outputs), loaded as a draft and launched."""
     outputs = csv_bytes(outputs_rows(40))

@@ -10,9 +10,11 @@ import pytest
 from django.core.management import call_command
 
 from analysis.models import ParticipantResult
-from surveys.models import FreeTextAnswer, Item, ItemPlacement, Participant
+from surveys.models import FreeTextAnswer, Item, ItemPlacement, Participant, Study
 from tests.support.downloads import csv_rows
 from tests.support.researcher import fill_with_bots, finished_run
+from tests.support.shared import in_process_tasks, rows_kept_until_exit
+from tests.support.studies import load_reasons_per_block
 
 FREE_TEXT_HEADER = ["participant_id", "question_key", "block_id", "scenario", "text"]
 CHOICES_HEADER = ["participant_id", "block_id", "scenario", "response_id", "model", "condition", "label", "position",
@@ -174,11 +176,22 @@ def test_another_researcher_gets_404_and_a_study_without_a_run_404(owner_api, ml
 # --------------------------------------------------------------------------- the page of written answers
 
 
+@pytest.fixture(scope="module")
+def _shared_rows_reasons(django_db_setup, django_db_blocker):
+    """The per-block "why" study with 12 bots, built once for the module's page tests (each runs in a
+    savepoint of it, tests/support/shared.py; conftest's collection hook runs them after the others)."""
+    with rows_kept_until_exit(django_db_blocker), in_process_tasks():
+        study = load_reasons_per_block()
+        fill_with_bots(study, 12)
+        yield study.pk
+
+
 @pytest.fixture
-def reasons(reasons_per_block, owner):
-    reasons_per_block.owners.add(owner)
-    fill_with_bots(reasons_per_block, 12)
-    return reasons_per_block
+def reasons(_shared_rows_reasons, owner):
+    """conftest's ``reasons_per_block`` with 12 bots, owned by ``owner``."""
+    study = Study.objects.get(pk=_shared_rows_reasons)
+    study.owners.add(owner)
+    return study
 
 
 def page_answers(response) -> list[str]:
@@ -220,7 +233,7 @@ def test_the_page_filters_by_question_and_block_and_pages(owner_client, reasons)
     assert 'href="?question=why&amp;page=2"' in owner_client.get(url, {"question": "why"}).content.decode()
 
 
-def test_the_page_says_when_no_answer_matches(owner_client, reasons, reasons_per_block):
+def test_the_page_says_when_no_answer_matches(owner_client, reasons):
     nothing = owner_client.get(f"/studies/{reasons.slug}/free-text/", {"q": "no answer says this"})
     assert nothing.status_code == 200 and "No written answers match." in nothing.content.decode()
     assert "0 answers" in nothing.content.decode()

@@ -186,7 +186,7 @@ def test_no_participant_page_of_a_fixture_study_names_a_system_condition_or_the_
         assert f'<p class="study-title">{title}</p>' in pages[name], name
 
 
-@pytest.mark.slow
+@pytest.mark.slow(reason="walks every fixture study through a panel link")
 @pytest.mark.django_db
 @settings(max_examples=4, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])

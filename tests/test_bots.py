@@ -127,6 +127,7 @@ def test_the_http_driver_runs_a_bot_against_a_live_server(live_server, db):
     assert Participant.objects.get().status == "completed"
 
 
+@pytest.mark.slow(reason="a simulation: simulate_participants fills every group of a study, twice")
 def test_simulate_participants_fills_a_study_with_every_group_and_is_idempotent(counselor, capsys):
     call_command("simulate_participants", study="counselor", n=40, seed=4)
     participants = Participant.objects.filter(study=counselor)

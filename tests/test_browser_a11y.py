@@ -33,7 +33,12 @@ from tests.support.browser import (  # noqa: F401  (browser is a fixture)
     tab_to,
 )
 
-pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.browser,
+    # Checks of every page with axe-core and by measure, not journeys: bin/test --all (CI) runs them.
+    pytest.mark.slow(reason="accessibility audits of every page in chromium; not one of the default journeys"),
+    pytest.mark.django_db(transaction=True),
+]
 
 SERIOUS = {"serious", "critical"}
 ZOOM_200 = {"viewport": {"width": 640, "height": 400}, "device_scale_factor": 2}
@@ -219,7 +224,7 @@ def _no_horizontal_scroll(page) -> None:
     assert widths[0] <= widths[1], widths
 
 
-@pytest.mark.slow
+@pytest.mark.slow(reason="an accessibility measure in chromium beyond the default journeys")
 def test_it_reflows_at_320_px_and_at_200_percent_zoom(browser, live_server, tide):
     for name, options in (("320 px", {"viewport": NARROW}), ("200 % zoom", ZOOM_200)):
         page = new_page(browser, **options)
@@ -345,7 +350,7 @@ def test_progress_shows_time_left_and_a_returning_participant_is_welcomed_back(b
 # --- light pages ------------------------------------------------------------------------------
 
 
-@pytest.mark.slow
+@pytest.mark.slow(reason="an accessibility measure in chromium beyond the default journeys")
 def test_a_block_page_is_light_and_paints_fast_on_fast_3g(browser, live_server, tide):
     page = new_page(browser)
     start_survey(page, live_server, "5" * 24)

@@ -72,6 +72,7 @@ def test_a_conversation_reads_well_on_a_phone_and_to_a_screen_reader(browser, li
     page.context.close()
 
 
+@pytest.mark.slow(reason="the researcher's preview of the conversation journey; bin/test runs the participant one")
 def test_the_preview_shows_the_same_conversation(browser, live_server, conversation_study):
     owner = make_user("owner")
     conversation_study.owners.add(owner)

@@ -12,7 +12,11 @@ from tests.support.browser import (  # noqa: F401  (browser is a fixture)
     browser, csp_violations, new_page, participant_link, start_survey,
 )
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.slow(reason="browser: drafts across reloads and browsers, beyond the default journeys"),
+    pytest.mark.django_db(transaction=True),
+]
 
 
 def _placements(page) -> list[int]:

@@ -14,7 +14,11 @@ from tests.support.browser import browser, new_page  # noqa: F401
 from tests.support.studies import load_fixture
 from tests.support.survey_steps import SurveySteps
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.slow(reason="browser: the counselor study in Chinese, beyond the default journeys"),
+    pytest.mark.django_db(transaction=True),
+]
 
 
 def _kind(page) -> str:

@@ -11,7 +11,11 @@ from tests.support.outputs_files import csv_bytes, outputs_rows
 from tests.support.researcher import PASSWORD
 from tests.test_browser_a11y import audit
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.slow(reason="browser: the researcher's New study page on desktop and phone"),
+    pytest.mark.django_db(transaction=True),
+]
 
 
 @pytest.mark.parametrize("viewport", [None, {"width": 375, "height": 740}], ids=["desktop", "phone"])

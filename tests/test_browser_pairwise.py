@@ -48,6 +48,7 @@ def test_the_two_responses_stand_side_by_side_and_the_choice_is_saved(browser, l
     assert refused == []
 
 
+@pytest.mark.slow(reason="the phone layout of the pairwise journey; bin/test runs the desktop journey")
 def test_on_a_phone_the_responses_stack_left_first_without_sideways_scrolling(browser, live_server, pairwise):
     page = new_page(browser, viewport=PHONE)
     _start(page, live_server, pairwise, "cd" * 12)

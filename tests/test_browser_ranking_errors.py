@@ -10,7 +10,11 @@ import pytest
 
 from tests.support.browser import browser, new_page, start_survey  # noqa: F401  (browser is a fixture)
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.slow(reason="browser: ranking error states, beyond the default journeys"),
+    pytest.mark.django_db(transaction=True),
+]
 
 
 def _rank_errors(page) -> dict[str, int]:

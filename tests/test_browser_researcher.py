@@ -18,7 +18,11 @@ from tests.support.browser import browser, new_page, save_screenshot, sign_in  #
 from tests.support.researcher import PASSWORD, fill_with_bots
 from tests.support.held_broker import held_broker  # noqa: F401  (a fixture)
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.slow(reason="browser: researcher journeys with a live server and HTTP bots"),
+    pytest.mark.django_db(transaction=True),
+]
 
 HTTP_BOTS = 3
 

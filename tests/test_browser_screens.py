@@ -22,7 +22,11 @@ from tests.support.browser import (  # noqa: F401  (browser is a fixture)
     stub_the_panel,
 )
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.slow(reason="browser: every screen size, beyond the default journeys"),
+    pytest.mark.django_db(transaction=True),
+]
 
 SCREENS = {"desktop": {**DESKTOP, "height": 800}, "phone": PHONE}
 

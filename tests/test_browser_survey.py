@@ -14,7 +14,11 @@ from tests.support.browser import (  # noqa: F401  (browser is a fixture)
     PHONE, back_from_the_panel, browser, new_page, participant_link, start_survey, stub_the_panel, tab_to,
 )
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+# The variants (phone without JavaScript, keyboard only, the refused unranked submit) run in
+# bin/test --all. So does the mouse journey for now: all 24 blocks by mouse take ~35 s even at
+# load 3, over bin/test's 20 s limit; a shorter rating-and-ranking journey is still to be written.
+VARIANT = pytest.mark.slow(reason="a variant of the rating-and-ranking journey")
 
 
 def _kind(page) -> str:
@@ -104,6 +108,7 @@ def _finish_demographics(page, choices: dict[str, str]) -> None:
     page.get_by_role("button", name="Finish").click()
 
 
+@pytest.mark.slow(reason="all 24 blocks by mouse: ~35 s at load 3, over bin/test's 20 s limit")
 def test_it_completes_tide_with_a_mouse_and_drag_ranking(browser, live_server, tide):
     external_id = "d" * 24
     rng, record = random.Random(1), Record()
@@ -167,6 +172,7 @@ def test_it_completes_tide_with_a_mouse_and_drag_ranking(browser, live_server, t
     page.context.close()
 
 
+@VARIANT
 def test_it_completes_tide_on_a_phone_without_javascript_using_rank_selects(browser, live_server, tide):
     external_id = "e" * 24
     rng, record = random.Random(2), Record()
@@ -248,6 +254,7 @@ def _keyboard_rank(page, wanted: list[int]) -> None:
         page.keyboard.press("Enter")
 
 
+@VARIANT
 def test_it_completes_tide_with_the_keyboard_only(browser, live_server, tide):
     external_id = "f" * 24
     rng, record = random.Random(3), Record()
@@ -306,6 +313,7 @@ def test_it_completes_tide_with_the_keyboard_only(browser, live_server, tide):
     page.context.close()
 
 
+@VARIANT
 def test_with_javascript_the_ranking_starts_unranked_and_a_submit_without_ranks_is_refused(browser, live_server,
                                                                                           tide):
     page = new_page(browser)

@@ -171,7 +171,7 @@ def assert_zip_is_described(archive: zipfile.ZipFile) -> None:
     assert readme_files(readme) == archive.namelist()
 
 
-@pytest.mark.slow
+@pytest.mark.slow(reason="a full analysis run of every fixture study")
 @pytest.mark.parametrize("fixture", ["tide", "counselor", "most_least"])
 def test_the_zip_of_a_full_run_describes_every_column_of_every_file(request, db, fixture):
     study = request.getfixturevalue(fixture)

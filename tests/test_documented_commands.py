@@ -77,7 +77,7 @@ def test_the_documents_show_the_commands_this_test_runs():
     assert ("run_analysis", ["--study", "tide", "--wait", "--timeout", "3600"]) in quality
 
 
-@pytest.mark.slow
+@pytest.mark.slow(reason="loads the four demo studies and runs the documented commands for real")
 # Committed as a command's are: a run starts when its creation commits (on_commit), which --wait waits for.
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("document", [d for d in DOCUMENTS if {n for n, a in documented_commands(d) if a} & RUN_FOR_REAL],

@@ -18,7 +18,7 @@ from tests.support.paths import FIXTURES, ROOT
 sys.path.insert(0, str(ROOT))
 from bench import _stack  # noqa: E402
 
-pytestmark = [pytest.mark.worker, pytest.mark.slow]
+pytestmark = [pytest.mark.worker, pytest.mark.slow(reason="starts a real celery worker")]
 
 
 def _run_status(database: Path, run_id: int) -> tuple[str, str]:

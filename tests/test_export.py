@@ -16,7 +16,9 @@ from tests.support.quality_data import expected_flow, planted_import, planted_po
 
 
 @pytest.fixture
-def analysed(tide):
+def analysed(tide, quick_stats):
+    # The exports read the quality rules and the filter flow, which every run computes;
+    # the mixed and ordinal models (~20 s, checked in tests/test_stats.py) add nothing here.
     people = [p for p in planted_population(n_honest=6) if not p.live]
     planted_import(tide, people)
     honest = Participant.objects.get(external_id="honest000")

@@ -35,7 +35,11 @@ sys.path.insert(0, str(ROOT))
 
 from bench import _stack, surge  # noqa: E402
 
-pytestmark = [pytest.mark.slow, pytest.mark.worker, pytest.mark.faults]
+pytestmark = [
+    pytest.mark.slow(reason="stops and kills private PostgreSQL, Redis and worker processes"),
+    pytest.mark.worker,
+    pytest.mark.faults,
+]
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ from tests.support.threads import in_threads
 PID = "c" * 24
 
 
-@pytest.mark.slow
+@pytest.mark.slow(reason="concurrent requests on a transactional database")
 def test_two_concurrent_service_calls_store_one_set_of_answers(transactional_db, tide):
     participant = services.participant_enroll(study=tide, external_id=PID, seed=1)
     services.participant_instructions_confirm(participant_id=participant.pk)
@@ -41,7 +41,7 @@ def test_two_concurrent_service_calls_store_one_set_of_answers(transactional_db,
     assert BlockVisit.objects.filter(submitted_at__isnull=False).count() == 1
 
 
-@pytest.mark.slow
+@pytest.mark.slow(reason="concurrent requests on a transactional database")
 def test_two_concurrent_posts_from_one_session_store_one_set_of_answers(transactional_db, tide, steps):
     client = Client()
     steps.start(client, tide, PID)
@@ -61,7 +61,7 @@ def test_two_concurrent_posts_from_one_session_store_one_set_of_answers(transact
     assert Participant.objects.get().visits.filter(submitted_at__isnull=False).count() == 1
 
 
-@pytest.mark.slow
+@pytest.mark.slow(reason="concurrent requests on a transactional database")
 def test_a_draft_racing_its_pages_submit_never_outlives_it(transactional_db, tide):
     """The draft takes the submit's lock: it is written before the submit (which deletes it) or
     refused after it, never left behind for a submitted page."""

@@ -53,7 +53,7 @@ def _with_junk(data, spec, valid: dict[str, str], *, blank: bool = True) -> tupl
     return posted, bad
 
 
-@pytest.mark.slow
+@pytest.mark.slow(reason="hypothesis: many generated form posts")
 @FUZZ
 @given(data=st.data())
 def test_block_post_with_bad_values_is_a_400_and_stores_nothing(on_a_block, tide, steps, data):
@@ -73,7 +73,7 @@ def test_block_post_with_bad_values_is_a_400_and_stores_nothing(on_a_block, tide
         assert _says_what_was_wrong(response)
 
 
-@pytest.mark.slow
+@pytest.mark.slow(reason="hypothesis: many generated form posts")
 @FUZZ
 @given(visit=junk)
 def test_a_junk_visit_id_is_refused(on_a_block, tide, visit):
@@ -143,7 +143,7 @@ def test_free_text_with_nul_or_too_long_is_a_400(client, reasons_per_block, step
         assert _stored_counts() == before
 
 
-@pytest.mark.slow
+@pytest.mark.slow(reason="hypothesis: many generated form posts")
 @FUZZ
 @given(answers=st.dictionaries(st.sampled_from(["age", "sex", "gender", "race", "hispanic", "education",
                                                 "employment", "state"]), junk, min_size=1))
@@ -169,7 +169,7 @@ def at_demographics(client, tide, steps):
     return client, participant
 
 
-@pytest.mark.slow
+@pytest.mark.slow(reason="hypothesis: many generated form posts")
 @FUZZ
 @given(params=st.dictionaries(st.sampled_from(["PROLIFIC_PID", "STUDY_ID", "SESSION_ID", "x"]), junk, min_size=1),
        keep_valid_pid=st.booleans())
@@ -197,7 +197,7 @@ def test_nul_bytes_in_the_panel_parameters_do_not_break_enrolment(client, tide):
     assert "\x00" not in participant.panel_study_id + participant.panel_session_id
 
 
-@pytest.mark.slow
+@pytest.mark.slow(reason="hypothesis: many generated form posts")
 @FUZZ
 @given(data=st.data())
 def test_a_draft_with_bad_values_is_refused_with_a_reason_and_writes_nothing(on_a_block, tide, steps, data):

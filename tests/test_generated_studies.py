@@ -27,7 +27,10 @@ from surveys.definition import parse_definition
 from surveys.loader import study_load
 from tests.support.researcher import fill_with_bots, finished_run
 
-pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=False)]
+pytestmark = [
+    pytest.mark.slow(reason="hypothesis: generated studies filled by bots and analysed"),
+    pytest.mark.django_db(transaction=False),
+]
 
 EXAMPLES = itertools.count(1)
 NAME = st.text(alphabet=string.ascii_lowercase + "-", min_size=2, max_size=12).filter(lambda s: s.strip("-") == s)

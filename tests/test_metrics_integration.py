@@ -95,7 +95,7 @@ class EncoderCalls:
 
 
 @needs_stack
-@pytest.mark.slow
+@pytest.mark.slow(reason="the optional metrics stack encodes texts with its real model")
 def test_it_computes_every_table_of_a_small_study_with_the_real_encoder(rated_mini_study):
     analysis = AnalysisRun.objects.create(study=rated_mini_study, thresholds=rated_mini_study.quality_thresholds)
     assert run_analysis(analysis.pk) == "done"
@@ -130,7 +130,7 @@ def test_it_computes_every_table_of_a_small_study_with_the_real_encoder(rated_mi
 
 
 @needs_stack
-@pytest.mark.slow
+@pytest.mark.slow(reason="the optional metrics stack encodes texts with its real model")
 def test_it_counts_a_reference_shown_in_several_blocks_once(db, tide_definition):
     # Q1 and Q2 are two blocks of scenario S1 and show the same reference text; Q5 is scenario S2.
     study = rated_by_bots(tide_blocks_study(tide_definition, ("Q1", "Q2", "Q5"), "tide-shared-reference"), n=3)
@@ -151,7 +151,7 @@ def test_it_counts_a_reference_shown_in_several_blocks_once(db, tide_definition)
 
 
 @needs_stack
-@pytest.mark.slow
+@pytest.mark.slow(reason="the optional metrics stack encodes texts with its real model")
 def test_it_encodes_nothing_on_a_second_run_of_an_unchanged_study(rated_mini_study, monkeypatch):
     calls = EncoderCalls(monkeypatch)
     first = _compute(rated_mini_study)
@@ -171,7 +171,7 @@ def test_it_encodes_nothing_on_a_second_run_of_an_unchanged_study(rated_mini_stu
 
 
 @needs_stack
-@pytest.mark.slow
+@pytest.mark.slow(reason="the optional metrics stack encodes texts with its real model")
 def test_it_ignores_a_redelivered_message_for_a_finished_run(rated_mini_study, monkeypatch):
     run = _compute(rated_mini_study)
     tables = list(MetricsTable.objects.filter(run=run).order_by("name").values_list("id", flat=True))
@@ -183,7 +183,7 @@ def test_it_ignores_a_redelivered_message_for_a_finished_run(rated_mini_study, m
 
 
 @needs_stack
-@pytest.mark.slow
+@pytest.mark.slow(reason="the optional metrics stack encodes texts with its real model")
 def test_it_overwrites_the_tables_when_a_dead_attempt_is_taken_over(rated_mini_study, settings):
     run = _compute(rated_mini_study)
     # A worker died mid-run: the row says running, with a lease long expired.
@@ -199,7 +199,7 @@ def test_it_overwrites_the_tables_when_a_dead_attempt_is_taken_over(rated_mini_s
 
 
 @needs_stack
-@pytest.mark.slow
+@pytest.mark.slow(reason="the optional metrics stack encodes texts with its real model")
 def test_it_scores_texts_through_the_api_and_the_form(rated_mini_study, mini_study_owner, client,
                                                       django_capture_on_commit_callbacks):
     url = f"/api/studies/{rated_mini_study.slug}/predict/"
@@ -245,7 +245,7 @@ def test_it_hides_the_endpoints_of_another_researchers_study(mini_study, client)
 
 
 @needs_stack
-@pytest.mark.slow
+@pytest.mark.slow(reason="the optional metrics stack encodes texts with its real model")
 def test_it_shows_the_metrics_on_the_results_page(rated_mini_study, mini_study_owner, client):
     analysis = AnalysisRun.objects.create(study=rated_mini_study, thresholds=rated_mini_study.quality_thresholds)
     assert run_analysis(analysis.pk) == "done"
@@ -302,7 +302,7 @@ def test_it_fails_fast_and_readably_without_the_optional_stack(rated_mini_study,
     assert form.status_code == 503 and b"requirements-metrics.txt" in form.content
 
 
-@pytest.mark.slow
+@pytest.mark.slow(reason="the optional metrics stack encodes texts with its real model")
 def test_the_dashboard_and_results_page_work_without_the_optional_stack(rated_mini_study, mini_study_owner, client, stack_missing):
     assert b'id="start-metrics"' in client.get(f"/studies/{rated_mini_study.slug}/").content
     analysis = AnalysisRun.objects.create(study=rated_mini_study, thresholds=rated_mini_study.quality_thresholds)

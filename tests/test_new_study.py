@@ -308,7 +308,7 @@ def test_load_creates_a_draft(db, tmp_path):
 ALLOCATION_IN_SCHEMA = "allocation" in StudyDefinition.model_fields
 
 
-@pytest.mark.slow
+@pytest.mark.slow(reason="a sampled study answered by bots to r judgements per block")
 def test_a_sampled_study_from_outputs_is_answered_to_r_judgements_per_block(db, tmp_path):
     """CUHK's path: 12 of 300 prompts drawn, loaded as a draft, opened, answered by bots through every page.
 

@@ -20,9 +20,11 @@ from scipy import optimize, stats
 from analysis import frames, pipeline, registry
 from analysis import stats as S
 from analysis.design import study_design
-from surveys.models import BlockVisit, ItemPlacement
+from surveys.models import BlockVisit, ItemPlacement, Study
 from tests.support.researcher import fill_with_bots
+from tests.support.shared import in_process_tasks, rows_kept_until_exit
 from tests.support.stats_data import hand_holm
+from tests.support.studies import load_fixture
 
 Z95 = stats.norm.ppf(0.975)
 
@@ -312,11 +314,20 @@ def answer_pairs(study, *, seed: int = 0) -> None:
         visit.save(update_fields=["preference"])
 
 
+@pytest.fixture(scope="module")
+def _answered_pk(django_db_setup, django_db_blocker):
+    """Built once for the module's database tests, each of which runs in a savepoint of it
+    (tests/support/shared.py): what a test changes is rolled back before the next."""
+    with rows_kept_until_exit(django_db_blocker), in_process_tasks():
+        study = load_fixture("pairwise.json")
+        fill_with_bots(study, 10)
+        yield study.pk
+
+
 @pytest.fixture
-def answered(pairwise):
+def answered(_answered_pk, db):
     """The pairwise study with 10 bots who answered through the services."""
-    fill_with_bots(pairwise, 10)
-    return pairwise
+    return Study.objects.get(pk=_answered_pk)
 
 
 def test_the_frame_has_one_row_per_answered_pair_as_stored(answered):

@@ -11,12 +11,15 @@ import zipfile
 
 import pytest
 from django.core.management import call_command
+from django.test import override_settings
 
 from analysis import selectors
-from analysis.models import ParticipantResult
-from surveys.models import BlockVisit, FreeTextAnswer, FreeTextQuestion, ItemPlacement, Participant, System
+from analysis.models import AnalysisRun, ParticipantResult
+from surveys.models import BlockVisit, FreeTextAnswer, FreeTextQuestion, ItemPlacement, Participant, Study, System
 from tests.support.downloads import csv_rows, response_bytes
 from tests.support.researcher import fill_with_bots, finished_run
+from tests.support.shared import in_process_tasks, rows_kept_until_exit
+from tests.support.studies import load_fixture
 
 PAIRWISE_HEADER = ["participant_id", "block_id", "scenario", "left_response_id", "right_response_id", "left_model",
                    "right_model", "left_condition", "right_condition", "preference", "seconds_on_block"]
@@ -24,19 +27,34 @@ PAIRWISE_TABLES = {"pairwise_win_rates", "pairwise_bradley_terry", "pairwise_pos
 FORMULA_SYSTEM = "=HYPERLINK(\"http://x\")"
 
 
+@pytest.fixture(scope="module")
+def _pw_rows(django_db_setup, django_db_blocker):
+    """The pairwise study: 14 bots answering through the services (some excluded by the quality rules), a
+    formula-like system name and reason, and a finished run; built once for the module (every test here
+    reads it; tests/support/shared.py) and rolled back after it. Returns (study pk, run pk)."""
+    with rows_kept_until_exit(django_db_blocker), override_settings(ANALYSIS_BOOTSTRAP_SAMPLES=30), in_process_tasks():
+        study = load_fixture("pairwise.json")
+        fill_with_bots(study, 14)
+        System.objects.filter(study=study, name="Qwen2.5-3B").update(name=FORMULA_SYSTEM)
+        visit = BlockVisit.objects.filter(participant__study=study).exclude(preference="").first()
+        FreeTextAnswer.objects.update_or_create(
+            participant=visit.participant, question=FreeTextQuestion.objects.get(study=study, key="reason"),
+            visit=visit, defaults={"text": "=1+2 because"})
+        run = finished_run(study)
+        yield study.pk, run.pk
+
+
 @pytest.fixture
-def pw_run(pairwise, owner, settings):
-    """The pairwise study owned by ``owner``: 14 bots answering through the services (some excluded by the
-    quality rules), a formula-like system name and reason, and a finished run."""
-    settings.ANALYSIS_BOOTSTRAP_SAMPLES = 30
+def pairwise(_pw_rows, db):
+    """The module's pairwise study (conftest's ``pairwise`` would load a second one under the same slug)."""
+    return Study.objects.get(pk=_pw_rows[0])
+
+
+@pytest.fixture
+def pw_run(_pw_rows, pairwise, owner):
+    """The module's finished run of ``pairwise``, which ``owner`` owns (for this test)."""
     pairwise.owners.add(owner)
-    fill_with_bots(pairwise, 14)
-    System.objects.filter(study=pairwise, name="Qwen2.5-3B").update(name=FORMULA_SYSTEM)
-    visit = BlockVisit.objects.filter(participant__study=pairwise).exclude(preference="").first()
-    FreeTextAnswer.objects.update_or_create(
-        participant=visit.participant, question=FreeTextQuestion.objects.get(study=pairwise, key="reason"),
-        visit=visit, defaults={"text": "=1+2 because"})
-    return finished_run(pairwise)
+    return AnalysisRun.objects.get(pk=_pw_rows[1])
 
 
 def retained_visits(run):

@@ -185,7 +185,7 @@ def _enter_and_consent(study, steps, external_id: str) -> str:
     return client.post(f"/s/{study.slug}/consent/", {"decision": "accept"})["Location"]
 
 
-@pytest.mark.slow
+@pytest.mark.slow(reason="many concurrent newcomers on a transactional database")
 def test_fifty_newcomers_at_once_for_ten_places_admit_exactly_ten(transactional_db, tide, steps):
     _limit(tide, target=10)
     outcomes = in_threads(50, lambda i: _enter_and_consent(tide, steps, f"{i:024x}"))
@@ -198,7 +198,7 @@ def test_fifty_newcomers_at_once_for_ten_places_admit_exactly_ten(transactional_
     assert set(Participant.objects.values_list("blocks_assigned", flat=True)) == {24}
 
 
-@pytest.mark.slow
+@pytest.mark.slow(reason="many concurrent newcomers on a transactional database")
 def test_a_returning_latecomer_and_newcomers_racing_for_the_last_place_fill_it_once(transactional_db, tide, steps):
     _limit(tide, target=2, estimated=10)  # 20-minute holds
     late = Client()

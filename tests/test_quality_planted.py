@@ -8,6 +8,7 @@ from analysis.models import AnalysisRun, ParticipantResult
 from analysis.quality import OUTSIDE_GROUPS
 from analysis.selectors import result_table_frame
 from analysis.tasks import run_analysis
+from surveys.models import Study
 from tests.support.quality_data import (
     GENDERS,
     RULES,
@@ -18,22 +19,37 @@ from tests.support.quality_data import (
     planted_population,
     too_fast_cutoff,
 )
+from tests.support.shared import in_process_tasks, rows_kept_until_exit
+from tests.support.studies import load_fixture
+
+
+@pytest.fixture(scope="module")
+def _planted_rows(django_db_setup, django_db_blocker):
+    """TIDE with the planted population imported, its live participants and a finished run, built once:
+    every test here only reads them (tests/support/shared.py). Returns (study pk, people, run pk)."""
+    with rows_kept_until_exit(django_db_blocker), in_process_tasks():
+        study = load_fixture("tide.json")
+        people = planted_population()
+        planted_import(study, people)
+        live_participants_create(study, people)
+        run = AnalysisRun.objects.create(study=study, thresholds=study.quality_thresholds)
+        assert run_analysis(run.pk) == "done"
+        yield study.pk, people, run.pk
 
 
 @pytest.fixture
-def planted(tide):
-    people = planted_population()
-    planted_import(tide, people)
-    live_participants_create(tide, people)
-    return people
+def tide(_planted_rows, db):
+    return Study.objects.get(pk=_planted_rows[0])
 
 
 @pytest.fixture
-def planted_run(tide, planted):
-    run = AnalysisRun.objects.create(study=tide, thresholds=tide.quality_thresholds)
-    assert run_analysis(run.pk) == "done"
-    run.refresh_from_db()
-    return run
+def planted(_planted_rows):
+    return _planted_rows[1]
+
+
+@pytest.fixture
+def planted_run(_planted_rows, db):
+    return AnalysisRun.objects.get(pk=_planted_rows[2])
 
 
 def _results(run):

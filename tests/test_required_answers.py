@@ -146,7 +146,7 @@ def test_a_services_bot_that_leaves_a_required_answer_blank_is_stopped(why_requi
     assert not Participant.objects.filter(study=why_required, status=Participant.Status.COMPLETED).exists()
 
 
-@pytest.mark.slow
+@pytest.mark.slow(reason="bots over HTTP against a live server")
 def test_bots_over_http_answer_a_required_final_question(live_server, why_required):
     for seed in range(3):
         run = run_over_http(persona=Persona(), base_url=live_server.url, slug=why_required.slug, seed=seed)

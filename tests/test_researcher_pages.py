@@ -112,7 +112,7 @@ def section_rows(page: str, name: str) -> list[list[str]]:
     return [re.findall(r"<td>(.*?)</td>", row, re.S) for row in re.findall(r"<tr>(.*?)</tr>", body, re.S)]
 
 
-@pytest.mark.slow
+@pytest.mark.slow(reason="a full analysis run with every model (~20 s)")
 def test_the_results_page_shows_every_table_of_a_full_run_and_the_figures(owner_client, filled):
     run = finished_run(filled)  # every analysis, as in production (~20 s)
     page = owner_client.get(f"/studies/{filled.slug}/runs/{run.pk}/").content.decode()

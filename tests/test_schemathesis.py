@@ -88,7 +88,7 @@ def _content_problems_or_positive_data_acceptance(ctx, response, case):
     return positive_data_acceptance(ctx, response, case)
 
 
-@pytest.mark.slow
+@pytest.mark.slow(reason="schemathesis: generated requests against every API endpoint")
 def test_the_api_never_errors_and_always_matches_its_schema(wsgi_app, done_run, owner_token, monkeypatch):
     from analysis.api import ExpensiveRequestThrottle
 

@@ -183,7 +183,7 @@ def test_check_deploy_warns_that_without_a_broker_runs_happen_inside_web_request
     assert "analysis.W001" in _deploy_check_ids(env)
 
 
-@pytest.mark.slow
+@pytest.mark.slow(reason="starts gunicorn and sends requests with every parameter name")
 @pytest.mark.skipif(shutil.which("gunicorn") is None and not (Path(sys.executable).parent / "gunicorn").exists(),
                     reason="gunicorn is not installed")
 def test_gunicorn_access_log_never_shows_a_panel_id_of_any_parameter_name(tmp_path):

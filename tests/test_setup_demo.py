@@ -11,7 +11,7 @@ from django.core.management import call_command
 from surveys.management.commands import setup_demo
 from surveys.models import FreeTextAnswer, ItemPlacement, Participant, RaterLink, Rating, Study
 
-pytestmark = [pytest.mark.slow, pytest.mark.django_db]  # slow: simulates the demo participants
+pytestmark = [pytest.mark.slow(reason="simulates the demo participants"), pytest.mark.django_db]
 
 
 @pytest.fixture

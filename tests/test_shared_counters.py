@@ -18,7 +18,7 @@ sys.path.insert(0, str(ROOT))
 from bench import _stack  # noqa: E402
 
 requests = pytest.importorskip("requests")
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow(reason="several processes share rate-limit counters")
 
 SETUP = """
 from django.contrib.auth import get_user_model

@@ -110,7 +110,7 @@ def test_friedman_per_block_ranks_within_each_block_s_own_raters(shared_tide):
         assert table.loc[block_id, "p"] == pytest.approx(expected.pvalue, abs=TOL)
 
 
-@pytest.mark.slow  # statsmodels' own Powell fit, the reference, takes several seconds
+@pytest.mark.slow(reason="statsmodels' own Powell fit, the reference, takes several seconds")
 def test_the_mixed_model_on_an_incomplete_design_is_statsmodels_fit(shared_tide):
     ratings, _ = shared_tide
     frame = model_frame(ratings)

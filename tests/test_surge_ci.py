@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench import _stack, surge  # noqa: E402
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow(reason="the surge benchmark's participants over HTTP")
 N = int(os.environ.get("SURGE_CI_PARTICIPANTS", 60))
 
 

@@ -14,6 +14,7 @@ from analysis.selectors import analysis_run_latest_done, result_table_frame
 from analysis.tasks import run_analysis
 from config.celery import app
 from tests.support.quality_data import planted_import, planted_population
+from tests.support.researcher import narrow_analyses
 
 
 @pytest.fixture
@@ -43,7 +44,11 @@ def queued_run(study) -> AnalysisRun:
     return AnalysisRun.objects.create(study=study, thresholds=study.quality_thresholds)
 
 
-def test_creating_a_run_copies_the_thresholds_and_runs_it_after_commit(small_study, eager, django_capture_on_commit_callbacks):
+def test_creating_a_run_copies_the_thresholds_and_runs_it_after_commit(small_study, eager, django_capture_on_commit_callbacks,
+                                                                      monkeypatch):
+    # The tables whose timings are checked below, one of them a part of its own (the fan-out); the
+    # other models would only add their minutes.
+    narrow_analyses(monkeypatch, ("win_table", "ttests", "anova", "mixed_model"))
     small_study.duration_min_minutes = 9.0
     small_study.save()
     with django_capture_on_commit_callbacks(execute=True) as callbacks:
@@ -79,14 +84,14 @@ def test_the_claim_takes_over_a_running_run_whose_lease_expired(small_study, set
     assert claim.attempt == 2
 
 
-def test_the_claim_leaves_finished_and_missing_runs_alone(small_study):
+def test_the_claim_leaves_finished_and_missing_runs_alone(small_study, quick_stats):  # any run will do
     run = queued_run(small_study)
     assert run_analysis(run.pk) == "done"
     assert claim_run(run.pk) == runs.Claim(attempt=None, status="done")
     assert claim_run(run.pk + 1000).status == "missing"
 
 
-def test_a_second_delivery_of_the_same_message_does_nothing(small_study):
+def test_a_second_delivery_of_the_same_message_does_nothing(small_study, quick_stats):  # any run will do
     run = queued_run(small_study)
     assert run_analysis(run.pk) == "done"
     results = list(ParticipantResult.objects.filter(run=run).values_list("id", flat=True))
@@ -97,7 +102,7 @@ def test_a_second_delivery_of_the_same_message_does_nothing(small_study):
     assert list(ParticipantResult.objects.filter(run=run).values_list("id", flat=True)) == results
 
 
-def test_a_retried_attempt_overwrites_the_results_of_the_dead_one(small_study, settings):
+def test_a_retried_attempt_overwrites_the_results_of_the_dead_one(small_study, settings, quick_stats):
     settings.ANALYSIS_RUN_LEASE_SECONDS = 60
     run = queued_run(small_study)
     first = claim_run(run.pk)
@@ -125,7 +130,7 @@ def test_a_superseded_attempt_writes_nothing_and_does_not_finish_the_run(small_s
     assert not ParticipantResult.objects.filter(run=run).exists()
 
 
-def test_a_failing_step_marks_the_run_failed_and_its_tables_are_never_shown(small_study, monkeypatch):
+def test_a_failing_step_marks_the_run_failed_and_its_tables_are_never_shown(small_study, monkeypatch, quick_stats):
     good = queued_run(small_study)
     run_analysis(good.pk)
 
@@ -142,7 +147,7 @@ def test_a_failing_step_marks_the_run_failed_and_its_tables_are_never_shown(smal
     assert result_table_frame(run=bad, name="filter_flow") is None
 
 
-def test_tables_of_a_run_that_is_not_done_are_not_shown(small_study):
+def test_tables_of_a_run_that_is_not_done_are_not_shown(small_study, quick_stats):  # only filter_flow is read
     run = queued_run(small_study)
     run_analysis(run.pk)
     AnalysisRun.objects.filter(pk=run.pk).update(status="running")
@@ -158,7 +163,7 @@ def test_the_command_runs_the_analysis_in_process_without_a_broker(small_study, 
 
 
 def test_an_attempt_whose_lease_expired_during_the_statistics_cannot_overwrite_the_newer_attempts_tables(
-        small_study, settings, monkeypatch):
+        small_study, settings, monkeypatch, quick_stats):  # the quick tables: win_table and one part
     """The statistics step is the longest: a worker may lose its lease in it, and must then write nothing."""
     from analysis import pipeline
 
@@ -223,7 +228,7 @@ def test_an_analysis_that_raises_is_recorded_on_the_run_and_the_other_tables_sta
     assert result_table_frame(run=run, name="win_table") is None  # no quiet "could not run" row instead
 
 
-@pytest.mark.slow  # with the metrics stack installed, the metrics run really computes
+@pytest.mark.slow(reason="with the metrics stack installed, the metrics run really computes")
 def test_a_metrics_run_is_requeued_like_an_analysis_run(small_study):
     from analysis.models import MetricsRun
 

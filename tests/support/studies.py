@@ -15,6 +15,13 @@ def load_fixture(name: str, *, recruitment: dict | None = None):
     return study_load(definition=parse_definition(definition)).study
 
 
+def load_reasons_per_block():
+    """The most-least study asking its "why" question on every block (a per-block free-text question)."""
+    definition = read_definition_file(FIXTURES / "most_least.json")
+    definition.update(slug="reasons-per-block", free_text=[{**definition["free_text"][0], "per_block": True}])
+    return study_load(definition=parse_definition(definition)).study
+
+
 def set_answers(participants, **answers: str) -> None:
     """Overwrite some demographic answers of every participant in a queryset (kept in one JSON column)."""
     for participant in participants:
