@@ -9,7 +9,10 @@ import re
 
 import pytest
 
+from surveys.definition import parse_definition, read_definition_file
+from surveys.loader import study_load
 from surveys.models import BlockVisit, ItemPlacement, Participant, Rating
+from tests.support.paths import FIXTURES
 from tests.support.browser import (  # noqa: F401  (browser is a fixture)
     PHONE, back_from_the_panel, browser, new_page, participant_link, start_survey, stub_the_panel, tab_to,
 )
@@ -106,6 +109,57 @@ def _finish_demographics(page, choices: dict[str, str]) -> None:
             field.fill(value)
     stub_the_panel(page)
     page.get_by_role("button", name="Finish").click()
+
+
+@pytest.fixture
+def tide_two_blocks(db):
+    """TIDE with each participant given 2 of its 24 blocks (allocation), so that the rating-and-ranking journey
+    fits the contributor suite; the whole 24-block journey is the slow test below."""
+    definition = read_definition_file(FIXTURES / "tide.json")
+    definition["allocation"] = {"blocks_per_participant": 2, "judgements_per_block": 1}
+    definition["recruitment"] = {k: v for k, v in definition["recruitment"].items() if k != "target_completions"}
+    return study_load(definition=parse_definition(definition)).study
+
+
+def test_it_completes_a_short_rating_and_ranking_study_with_a_mouse_and_drag_ranking(browser, live_server,
+                                                                                    tide_two_blocks):
+    external_id = "c" * 24
+    rng, record = random.Random(3), Record()
+    page = new_page(browser)
+    page.goto(participant_link(live_server, external_id))
+    page.get_by_role("button", name="I agree to take part").click()
+    page.get_by_role("button", name="Start").click()
+    blocks = 0
+    while (kind := _kind(page)) in {"block", "check"}:
+        if kind == "check":
+            value = _expected_check_value(page)
+            page.check(f"#id-attention-{value}")
+            record.checks[_visit_id(page)] = value
+        else:
+            blocks += 1
+            placements = _placements(page)
+            for pid in placements:
+                value = rng.randint(1, 5)
+                page.locator(f'label[for="id-rate-{pid}-empathy-{value}"]').click()
+                record.ratings[pid] = value
+            assert _rank_values(page) == [""] * len(placements)  # the ranking starts unranked
+            wanted = list(reversed(placements))
+            for index, pid in enumerate(wanted):
+                if _rank_order(page)[index] != pid:
+                    _drag_to(page, pid, index)
+            assert _rank_order(page) == wanted
+            for rank, pid in enumerate(wanted, start=1):
+                assert page.locator(f"#id-rank-{pid}").input_value() == str(rank)
+                record.ranks[pid] = rank
+        page.get_by_role("button", name="Next").click()
+    assert blocks == 2
+    _finish_demographics(page, {"age": "34", "gender": "Woman", "state": "TX"})
+    sent_to = back_from_the_panel(page, f"{live_server.url}/s/tide/done/", use_history=True)
+    assert sent_to == "https://app.prolific.com/submissions/complete?cc=C1TIDE7Q"
+    participant = record.assert_stored(external_id)
+    assert participant.status == "completed"
+    assert participant.visits.filter(block__isnull=False).count() == 2
+    page.context.close()
 
 
 @pytest.mark.slow(reason="all 24 blocks by mouse: ~35 s at load 3, over bin/test's 20 s limit")

@@ -13,7 +13,8 @@ from analysis.models import (
 )
 from surveys.models import (
     AttentionCheck, Block, BlockAssignment, BlockTally, BlockVisit, Condition, ConsentDecline, DemographicQuestion, Dimension, Draft, FreeTextAnswer,
-    FreeTextQuestion, Item, ItemPlacement, PairTally, Participant, RaterLink, Rating, Scenario, Study, System, TurnAway,
+    FreeTextQuestion, Item, ItemPlacement, PairTally, Participant, RaterLink, Rating, Scenario, Study, StudyMembership,
+    System, TurnAway, Withdrawal,
 )
 
 NOW = timezone.now()
@@ -35,6 +36,19 @@ def _placement(study, **extra):
     ItemPlacement.objects.create(visit=visit, item=items[0], position=1, rank=1, choice="best")
     defaults = {"visit": visit, "item": items[1], "position": 2}
     return ItemPlacement.objects.create(**{**defaults, **extra})
+
+
+def _withdrawal(study, **extra):
+    defaults = {"study": study, "pseudonym": "gone", "withdrawn_at": NOW, "channel": "participant",
+                "status_before": "completed"}
+    return Withdrawal.objects.create(**{**defaults, **extra})
+
+
+def _membership(study, **extra):
+    from django.contrib.auth import get_user_model
+
+    user = get_user_model().objects.get_or_create(username="member")[0]
+    return StudyMembership.objects.create(**{"study": study, "user": user, "role": "viewer", **extra})
 
 
 def _study_copy(study, **changes):
@@ -118,6 +132,10 @@ BAD_ROWS = {
                                         for p in [_participant(s)] for _ in range(2)],
     "assignment_state_known": lambda s: BlockAssignment.objects.create(study=s, participant=_participant(s),
                                                                        block=s.blocks.first(), state="lost"),
+    "withdrawal_unique_pseudonym": lambda s: [_withdrawal(s) for _ in range(2)],
+    "withdrawal_channel_known": lambda s: _withdrawal(s, channel="carrier pigeon"),
+    "membership_one_role_per_study": lambda s: [_membership(s) for _ in range(2)],
+    "membership_role_known": lambda s: _membership(s, role="owner"),
     "run_status_known": lambda s: AnalysisRun.objects.create(study=s, status="paused"),
     "run_done_has_finish_time": lambda s: AnalysisRun.objects.create(study=s, status="done"),
     "run_done_has_no_pending_table": lambda s: AnalysisRun.objects.create(

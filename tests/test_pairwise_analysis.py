@@ -417,3 +417,22 @@ def test_the_strength_figure_draws_conditions_and_sources_with_their_intervals()
     assert "base = 0" in figure["layout"]["title"]["text"]
     empty = charts.pairwise_strength_chart(S.pairwise_bradley_terry(judgements([])))
     assert empty["layout"]["annotations"][0]["text"] == "No decisive pairwise judgements yet."
+
+
+# --------------------------------------------------------------------------- too few to reach p < .05
+
+
+@pytest.mark.parametrize("decisive", [5, 6])
+def test_a_pair_or_position_test_with_too_few_decisive_judgements_says_it_cannot_reach_significance(decisive):
+    # The most extreme outcome (every decisive judgement one way) gives scipy's smallest p: above .05 at 5, below at 6.
+    smallest = stats.binomtest(decisive, decisive, 0.5).pvalue
+    reachable = smallest < 0.05
+    assert reachable == (decisive == 6)
+    rows = [(f"p{k}", "A", "tuned", "A", "base", "left") for k in range(decisive)] + [
+        ("q", "A", "tuned", "A", "base", "tie")]
+    pair = S.pairwise_win_rates(judgements(rows), baseline="base").query("level == 'pair'").iloc[0]
+    assert pair["decisive"] == decisive and pair["p"] == pytest.approx(smallest)
+    assert ("cannot reach p < 0.05" in pair["note"]) == (not reachable)
+    position = S.pairwise_position_bias(judgements(rows)).iloc[0]
+    assert position["p"] == pytest.approx(smallest)
+    assert ("cannot reach p < 0.05" in position["note"]) == (not reachable)

@@ -79,7 +79,8 @@ def expected_rows(run) -> list[list[str]]:
 
 
 def test_the_run_computes_the_pairwise_tables_and_nothing_that_needs_ratings(pw_run):
-    assert set(selectors.result_table_names(run=pw_run)) == {"filter_flow", *PAIRWISE_TABLES}
+    # The demographics table reads the retained participants, not ratings: it belongs to every study that asks them.
+    assert set(selectors.result_table_names(run=pw_run)) == {"filter_flow", "demographics_table", *PAIRWISE_TABLES}
     assert not pw_run.failures
     # The bots answered every block they submitted with one of the four verdicts.
     submitted = BlockVisit.objects.filter(participant__study=pw_run.study, block__isnull=False,

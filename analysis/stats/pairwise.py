@@ -43,6 +43,19 @@ _BT_MAX_ITER = 10_000
 
 _SIDES = ("left", "right")
 
+# The smallest two-sided exact binomial p of n trials at 0.5 is 2 * 0.5**n: 0.0625 at n = 5, so with fewer
+# decisive judgements the test cannot reach p < 0.05 (0.03125 at n = 6).
+_BINOMIAL_MIN_N = 6
+
+
+def _decisive_note(decisive: int, tested: bool) -> str:
+    """What a row's count of decisive judgements allows: no rate at all, or a test that cannot reach p < .05."""
+    if not decisive:
+        return "no decisive judgement: no win rate"
+    if tested and decisive < _BINOMIAL_MIN_N:
+        return f"{decisive} decisive judgements: the test cannot reach p < 0.05"
+    return ""
+
 
 def _wilson(successes: np.ndarray, trials: np.ndarray, confidence: float) -> tuple[np.ndarray, np.ndarray]:
     """Wilson score interval per row; NaN where there are no trials."""
@@ -182,8 +195,8 @@ def pairwise_win_rates(
     table["win_rate"] = table["wins"] / table["decisive"].where(table["decisive"] > 0)
     table["win_rate_ties_half"] = (table["wins"] + (table["ties"] + table["both_bad"]) / 2) / table["comparisons"]
     table["ci_low"], table["ci_high"] = low, high
-    table["note"] = [_join_notes(note, "" if decisive else "no decisive judgement: no win rate")
-                     for decisive in table["decisive"]]
+    table["note"] = [_join_notes(note, _decisive_note(int(decisive), level == "pair"))
+                     for decisive, level in zip(table["decisive"], table["level"])]
     if "p" not in table:
         table["p"] = np.nan
     pairs = (table["level"] == "pair").to_numpy()
@@ -450,6 +463,7 @@ def pairwise_position_bias(
         "tie_share": ties / judgements if judgements else np.nan,
         "both_bad_share": both_bad / judgements if judgements else np.nan,
         "n_participants": int(data["participant"].nunique()),
-        "note": _join_notes(note, "" if decisive else "no decisive judgement: no test"),
+        "note": _join_notes(note, "no decisive judgement: no test" if not decisive
+                            else _decisive_note(decisive, tested=True)),
     }
     return pd.DataFrame([row], columns=PAIRWISE_POSITION_COLUMNS)
