@@ -2,8 +2,10 @@
 
 The prompt shows what a participant's page shows, in the study's own words (its language): the
 instructions, the conversation, the responses under blinded labels (A, B, ... by display position,
-never a system or condition name), and the questions with their scale labels. The reply must be one
-JSON object; anything else is recorded as unparsed, never guessed.
+never a system or condition name), and the questions with their scale labels. The platform's own
+words (the speakers' names and how to answer) come translated in ``Page.words``
+(``judges.services.prompt_words``); without them, in English. The reply must be one JSON object;
+anything else is recorded as unparsed, never guessed.
 """
 
 from __future__ import annotations
@@ -11,8 +13,12 @@ from __future__ import annotations
 import json
 import re
 import string
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+
+# Marks the platform's wording for the translation catalogues; judges.services translates it into the
+# study's language when it builds a block's Page (this module stays free of the active language).
+from django.utils.translation import gettext_noop
 
 DEFAULT_TEMPLATE = """$instructions
 
@@ -24,13 +30,18 @@ $questions
 
 $answer_format"""
 
-RATING_FORMAT = ('Answer with one JSON object only, mapping each response label to its scores, e.g. '
-                 '{"A": {$example}, "B": {$example}}.')
-RANKING_FORMAT = ' Also give "ranking": every label once, best first, e.g. "ranking": [$labels].'
-BEST_WORST_FORMAT = ('Answer with one JSON object only, naming the most and the least $construct response, e.g. '
-                     '{"most": "A", "least": "B"}.')
-PAIRWISE_FORMAT = ('Answer with one JSON object only: {"preference": "A"}, {"preference": "B"}, '
-                   '{"preference": "tie"} or {"preference": "both_bad"}.')
+RATING_FORMAT = gettext_noop('Answer with one JSON object only, mapping each response label to its scores, e.g. '
+                             '{"A": {$example}, "B": {$example}}.')
+RANKING_FORMAT = gettext_noop(' Also give "ranking": every label once, best first, e.g. "ranking": [$labels].')
+BEST_WORST_FORMAT = gettext_noop('Answer with one JSON object only, naming the most and the least $construct '
+                                 'response, e.g. {"most": "A", "least": "B"}.')
+PAIRWISE_FORMAT = gettext_noop('Answer with one JSON object only: {"preference": "A"}, {"preference": "B"}, '
+                               '{"preference": "tie"} or {"preference": "both_bad"}.')
+# The speakers as the participant's page names them (templates/surveys/_turn.html).
+SPEAKERS = {"user": gettext_noop("Person:"), "assistant": gettext_noop("Assistant:")}
+#: The platform's words of a prompt, by key: what ``Page.words`` translates.
+WORDS = {"rating_format": RATING_FORMAT, "ranking_format": RANKING_FORMAT, "best_worst_format": BEST_WORST_FORMAT,
+         "pairwise_format": PAIRWISE_FORMAT, **SPEAKERS}
 
 
 @dataclass(frozen=True)
@@ -56,6 +67,8 @@ class Page:
     ranking: bool = False
     best_worst: bool = False
     construct: str = ""
+    # WORDS's keys -> the study's language; a key left out is said in English.
+    words: dict[str, str] = field(default_factory=dict)
 
 
 def label(position: int) -> str:
@@ -69,26 +82,27 @@ def label(position: int) -> str:
 
 def render(page: Page, template: str = "") -> list[dict[str, str]]:
     """The chat messages of one block (one user message)."""
-    conversation = "\n".join(f"{turn['role']}: {turn['text']}" for turn in page.context)
-    conversation = (conversation + "\n" if conversation else "") + f"user: {page.user_input}"
+    words = {**WORDS, **page.words}
+    conversation = "\n".join(f"{words.get(turn['role'], turn['role'])} {turn['text']}" for turn in page.context)
+    conversation = (conversation + "\n" if conversation else "") + f"{words['user']} {page.user_input}"
     responses = "\n\n".join(f"[{label(k)}]\n{text}" for k, text in enumerate(page.responses, start=1))
     if page.pairwise:
-        questions, answer_format = page.question_text, PAIRWISE_FORMAT
+        questions, answer_format = page.question_text, words["pairwise_format"]
     else:
         questions = "\n".join(
             f"{scale.key}: {scale.label} ({scale.low}-{scale.high}"
-            + "".join(f"; {point} = {words}" for point, words in sorted(scale.point_labels.items(),
-                                                                        key=lambda kv: int(kv[0])))
+            + "".join(f"; {point} = {words_}" for point, words_ in sorted(scale.point_labels.items(),
+                                                                          key=lambda kv: int(kv[0])))
             + ")" for scale in page.scales)
         if page.question_text:
             questions = page.question_text + "\n" + questions
         example = ", ".join(f'"{scale.key}": {scale.low}' for scale in page.scales)
-        answer_format = string.Template(RATING_FORMAT).safe_substitute(example=example) if page.scales else ""
+        answer_format = string.Template(words["rating_format"]).safe_substitute(example=example) if page.scales else ""
         if page.best_worst:
-            answer_format = string.Template(BEST_WORST_FORMAT).safe_substitute(construct=page.construct)
+            answer_format = string.Template(words["best_worst_format"]).safe_substitute(construct=page.construct)
         if page.ranking:
             labels = ", ".join(f'"{label(k)}"' for k in range(1, len(page.responses) + 1))
-            answer_format += string.Template(RANKING_FORMAT).safe_substitute(labels=labels)
+            answer_format += string.Template(words["ranking_format"]).safe_substitute(labels=labels)
     text = string.Template(template or DEFAULT_TEMPLATE).safe_substitute(
         instructions=page.instructions, conversation=conversation, responses=responses, questions=questions,
         answer_format=answer_format)

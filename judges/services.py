@@ -12,7 +12,7 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.db import transaction
-from django.utils import timezone
+from django.utils import timezone, translation
 
 from judges import prompts
 from judges.client import JudgeClient, JudgeEndpointError
@@ -79,13 +79,19 @@ def judge_run_create(*, judge: Judge, requests_per_minute: int = 60, cost_cap: D
                                    plan=judge_plan(judge=judge, both_orders=both_orders))
 
 
+def prompt_words(language: str) -> dict[str, str]:
+    """The platform's words of a judge's prompt (speakers, how to answer) in ``language``."""
+    with translation.override(language):
+        return {key: translation.gettext(text) for key, text in prompts.WORDS.items()}
+
+
 def _page(study: Study, block: Block, item_ids: list[int], scales: list[prompts.Scale]) -> prompts.Page:
     texts = dict(Item.objects.filter(pk__in=item_ids).values_list("id", "text"))
     return prompts.Page(instructions=study.instructions_text, question_text=study.question_text,
                         context=list(block.scenario.context or []), user_input=block.scenario.user_input,
                         responses=[texts[i] for i in item_ids], scales=scales, pairwise=study.pairwise_enabled,
                         ranking=study.ranking_enabled, best_worst=study.best_worst_enabled,
-                        construct=study.construct)
+                        construct=study.construct, words=prompt_words(study.language))
 
 
 def _scales(study: Study) -> tuple[list[prompts.Scale], dict[str, int]]:

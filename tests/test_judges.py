@@ -287,6 +287,24 @@ def test_a_judge_declared_by_the_study_is_run_with_its_own_prompt_template(db, t
         parse_definition(tide_definition)
 
 
+def test_a_judge_of_a_study_in_chinese_is_asked_in_chinese(db, llm, settings):
+    from tests.support.studies import load_fixture
+
+    study = load_fixture("counselor_zh.json")
+    assert study.language == "zh-hans"
+    settings.JUDGE_API_URL, settings.JUDGE_API_KEY, settings.JUDGE_MODEL = llm.url, KEY, "judge-model"
+    call_command("judge_run", "--study", study.slug, "--judge", "zh-judge", "--rpm", "6000", "--here",
+                 stdout=io.StringIO())
+    prompts_sent = [r["body"]["messages"][0]["content"] for r in llm.requests]
+    assert prompts_sent
+    for prompt in prompts_sent:
+        # The speakers as the participant's page names them, and how to answer, in the study's language.
+        assert "\n求助者： " in prompt
+        assert "只用一个 JSON 对象作答" in prompt
+        assert "Answer with one JSON object" not in prompt and "Person:" not in prompt
+    assert Judge.objects.get(study=study, name="zh-judge").runs.get().status == "done"
+
+
 def test_the_run_command_refuses_bad_input_with_a_message(tide):
     with pytest.raises(CommandError, match="not a judge name"):
         call_command("judge_run", "--study", tide.slug, "--judge", "Not OK", "--here")

@@ -28,13 +28,14 @@ REQUIRED = ["judge", "dimension", "level", "method", "estimate", "ci_low", "ci_h
 
 
 def _judge_csv(study, *, seed: int = 3) -> io.BytesIO:
-    """A judge whose scores follow the people's mean per response (plus noise), rounded onto the 1-5 scale."""
+    """A judge whose scores follow the people's mean per response (plus a little noise: the check below must hold
+    whatever ids the rows got, which shift the bots' answers), rounded onto the 1-5 scale."""
     ratings = frames.ratings_frame(study.pk)
     means = ratings.groupby(["block_id", "response_id"], observed=True)["rating"].mean().dropna()
     rng = np.random.default_rng(seed)
     lines = ["judge,block_id,response_id,dimension,value,kind"]
     for (block, response), mean in means.items():
-        value = int(np.clip(round(mean + rng.normal(0, 0.5)), 1, 5))
+        value = int(np.clip(round(mean + rng.normal(0, 0.25)), 1, 5))
         lines.append(f"imported-judge,{block},{response},empathy,{value},other")
     data = io.BytesIO("\n".join(lines).encode())
     data.name = "judgements.csv"
