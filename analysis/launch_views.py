@@ -1,5 +1,6 @@
 """The researchers' "Preview and launch" page of a study: its state (draft, open, closed), the sequence a new
-participant would get (``surveys.preview``), a click-through of it that records nothing, and the Launch button.
+participant would get (``surveys.preview``), a click-through of it that records nothing, the Launch button, and
+once launched, Close and Reopen.
 
 Owners (and staff) only: 404 outside the team, 403 for other roles.
 """
@@ -21,7 +22,11 @@ PAGES_SHOWN = 200
 def launch_page(request: HttpRequest, slug: str) -> HttpResponse:
     study = require(request.user, slug, Capability.MANAGE, request=request)
     if request.method == "POST":
-        launch.study_launch(study=study, actor=request.user, request=request)
+        action = request.POST.get("action", "launch")
+        if action in {"close", "reopen"}:
+            launch.study_open_set(study=study, open_=action == "reopen", actor=request.user, request=request)
+        else:
+            launch.study_launch(study=study, actor=request.user, request=request)
         return redirect("researcher:launch", slug=study.slug)
     seed = preview.preview_seed_from(request.GET.get("seed", ""))
     rows = preview.allocation_rows(study=study, plan=preview.allocation_preview(study=study, seed=seed))

@@ -24,3 +24,17 @@ def study_launch(*, study: Study, actor: Any = None, request: Any = None) -> Stu
                         request=request)
     study.refresh_from_db(fields=["launched_at", "is_open"])
     return study
+
+
+@transaction.atomic
+def study_open_set(*, study: Study, open_: bool, actor: Any = None, request: Any = None) -> Study:
+    """Close a launched study to newcomers (``open_`` False) or reopen it. A draft is left as it is (it opens
+    by launching); asking for the state it is in already changes nothing and records nothing."""
+    locked = Study.objects.select_for_update().get(pk=study.pk)
+    if locked.launched_at is not None and locked.is_open != open_:
+        locked.is_open = open_
+        locked.save(update_fields=["is_open"])  # Study.save stamps or clears closed_at (retention counts from it)
+        announce_action(actor=actor, study=locked, action="study.reopen" if open_ else "study.close",
+                        object=locked.slug, detail="closed -> open" if open_ else "open -> closed", request=request)
+    study.refresh_from_db(fields=["launched_at", "is_open", "closed_at"])
+    return study

@@ -10,6 +10,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
 
+from audit.models import AuditEvent
 from prolific import services
 from prolific.models import BonusLine, BonusPayment, PanelStudy
 from tests.support.threads import in_threads
@@ -101,6 +102,11 @@ def test_the_command_pays_a_second_bonus_only_for_the_people_named(prolific, pan
     call_command("prolific", "--study", panel.study.slug, "bonus", str(bonus_file), "--pay-again", P1, "--pay-again", P2)
     assert "2 bonuses paid, 3.50 in all" in capsys.readouterr().out
     assert len(prolific.calls("POST", PAY)) == 2
+    # Both payments are in the audit trail; the refused one is not.
+    trail = list(AuditEvent.objects.filter(study_slug=panel.study.slug, action="prolific.bonus")
+                 .order_by("id").values_list("actor", "detail"))
+    assert [(actor, detail.split(",")[0]) for actor, detail in trail] == [
+        ("", "manage.py prolific: 2 bonuses paid"), ("", "manage.py prolific: 2 bonuses paid")]
 
 
 # ---------------------------------------------------------------- the page
@@ -134,6 +140,10 @@ def test_the_page_shows_the_lines_already_paid_and_pays_again_only_the_ticked_pe
     assert len(prolific.calls("POST", PAY)) == 1 and b'name="pay_again"' in refused.content  # shown again to decide
     paid = owner_client.post(url, {"line": lines, "pay_again": [P1, P2]})
     assert paid.status_code == 200 and "3 bonuses paid on Prolific, 4.50 in all" in paid.content.decode()
+    trail = list(AuditEvent.objects.filter(study_slug=panel.study.slug, action="prolific.bonus")
+                 .order_by("id").values_list("actor", "detail"))
+    assert [(actor, detail.split(" (")[0]) for actor, detail in trail] == [
+        (owner.username, "2 bonuses, 3.50 in all"), (owner.username, "3 bonuses, 4.50 in all")]
     assert _paid_lines(prolific) == [(P1, "1.50"), (P1, "1.50"), (P2, "2.00"), (P2, "2.00"), (P3, "1.00")]
     assert len(prolific.calls("POST", PAY)) == 2
 

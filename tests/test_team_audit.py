@@ -199,6 +199,32 @@ def test_load_reload_launch_and_run_start_are_audited(client, owner, quick_stats
     assert trail == [("study.load", "owner"), ("study.reload", "owner"), ("study.launch", "owner"), ("run.start", "owner")]
 
 
+def test_closing_and_reopening_from_the_launch_page_are_audited_state_changes(client, owner):
+    from django.test import Client
+
+    study = load_fixture("tide.json")
+    study.owners.add(owner)
+    client.force_login(owner)
+    entry = "/s/tide/?PROLIFIC_PID=" + "a" * 24 + "&STUDY_ID=s&SESSION_ID=t"
+    assert 'data-close' in client.get("/studies/tide/launch/").content.decode()
+    for action in ("close", "close", "reopen", "reopen", "close"):  # asking for the state it is in: no row
+        assert client.post("/studies/tide/launch/", {"action": action}).status_code == 302
+        study.refresh_from_db()
+        assert study.is_open == (action == "reopen") and (study.closed_at is None) == (action == "reopen")
+    assert 'data-reopen' in client.get("/studies/tide/launch/").content.decode()
+    assert Client().get(entry)["Location"] != "/s/tide/consent/"  # newcomers are turned away
+    trail = [(e.action, e.actor, e.detail) for e in rows(study_slug="tide", action__in=["study.close", "study.reopen"])]
+    assert trail == [("study.close", "owner", "open -> closed"), ("study.reopen", "owner", "closed -> open"),
+                     ("study.close", "owner", "open -> closed")]
+
+
+def test_an_analyst_cannot_close_the_study(client, study, analyst):
+    client.force_login(analyst)
+    assert client.post(f"/studies/{study.slug}/launch/", {"action": "close"}).status_code == 403
+    study.refresh_from_db()
+    assert study.is_open
+
+
 def test_rater_link_creation_and_revocation_are_audited(client, owner):
     study = load_fixture("counselor.json", recruitment={"mode": "invited"})
     coordinator = make_user("coord")

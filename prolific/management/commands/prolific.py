@@ -6,6 +6,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from prolific import selectors, services
 from prolific.client import ProlificError
 from surveys.models import Study
+from surveys.signals import announce_action
 
 ACTIONS = ("create", "publish", "pause", "resume", "sync", "approve", "bonus", "group")
 
@@ -35,9 +36,22 @@ class Command(BaseCommand):
         if action != "create" and panel is None:
             raise CommandError(f'study "{study.slug}" has no study on Prolific: run "create" first')
         try:
-            self.stdout.write(getattr(self, f"_{action}")(study, panel, options))
+            message = getattr(self, f"_{action}")(study, panel, options)
         except (services.PanelRefused, ProlificError) as exc:
             raise CommandError(str(exc)) from None
+        self.stdout.write(message)
+        self._audit(study, action, options, message)
+
+    @staticmethod
+    def _audit(study, action: str, options, message: str) -> None:
+        """The same trail as the pages' (actor None: the command's user is no account of the site)."""
+        if action == "approve" and not options["yes"]:
+            return  # only listed, nothing done
+        panel = selectors.panel_study_of(study=study)
+        names = ("prolific.approve", "prolific.reject") if action == "approve" else (f"prolific.{action}",)
+        for name in names:
+            announce_action(actor=None, study=study, action=name, object=panel.prolific_id if panel else "",
+                            detail=f"manage.py prolific: {message}")
 
     def _create(self, study, panel, options) -> str:
         panel = services.panel_study_create(study=study, reward_cents=options["reward_cents"],
