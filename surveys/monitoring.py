@@ -120,10 +120,10 @@ HEATMAP_ROWS = 100
 
 def heatmap_rows(coverage: list[dict[str, Any]], limit: int = HEATMAP_ROWS) -> list[dict[str, Any]]:
     """``position_coverage`` as the dashboard draws it: per item up to ``limit`` items; beyond, consecutive
-    items (in the definition's order) grouped into at most ``limit`` rows, each cell with the group's summed
-    ``n`` and ``expected`` and the deviation furthest from 0 among its items (the worst imbalance is what the
-    researcher looks for). 8,000 blocks of two responses gave 32,000 cells and a 3.4 MB snapshot; grouped,
-    a few hundred."""
+    items (in the definition's order) grouped into at most ``limit`` rows, each cell showing the item of its
+    group whose deviation is furthest from 0, with that item's own ``n`` and ``expected`` (the worst
+    imbalance is what the researcher looks for, and the hover's observed - expected must equal the colour).
+    8,000 blocks of two responses gave 32,000 cells and a 3.4 MB snapshot; grouped, a few hundred."""
     items = list(dict.fromkeys(row["item"] for row in coverage))
     if len(items) <= limit:
         return coverage
@@ -132,11 +132,9 @@ def heatmap_rows(coverage: list[dict[str, Any]], limit: int = HEATMAP_ROWS) -> l
     groups: dict[tuple[int, int], dict[str, Any]] = {}
     for row in coverage:
         g = group_of[row["item"]]
-        cell = groups.setdefault((g, row["position"]), {"n": 0, "expected": 0.0, "deviation": 0.0})
-        cell["n"] += row["n"]
-        cell["expected"] += row["expected"]
-        if abs(row["deviation"]) > abs(cell["deviation"]):
-            cell["deviation"] = row["deviation"]
+        cell = groups.get((g, row["position"]))
+        if cell is None or abs(row["deviation"]) > abs(cell["deviation"]):
+            groups[(g, row["position"])] = {"n": row["n"], "expected": row["expected"], "deviation": row["deviation"]}
     return [{"item": f"items {g * size + 1}-{min((g + 1) * size, len(items))} (worst)", "block": "",
              "position": position, "n": cell["n"], "expected": round(cell["expected"], 3),
              "deviation": cell["deviation"]}
