@@ -133,7 +133,7 @@ BAD_ROWS = {
     "assignment_state_known": lambda s: BlockAssignment.objects.create(study=s, participant=_participant(s),
                                                                        block=s.blocks.first(), state="lost"),
     "withdrawal_unique_pseudonym": lambda s: [_withdrawal(s) for _ in range(2)],
-    "withdrawal_channel_known": lambda s: _withdrawal(s, channel="carrier pigeon"),
+    "withdrawal_channel_known": lambda s: _withdrawal(s, channel="pigeon"),
     "membership_one_role_per_study": lambda s: [_membership(s) for _ in range(2)],
     "membership_role_known": lambda s: _membership(s, role="owner"),
     "run_status_known": lambda s: AnalysisRun.objects.create(study=s, status="paused"),
