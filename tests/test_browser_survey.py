@@ -99,6 +99,18 @@ def _drag_to(page, pid: int, index: int) -> None:
     page.mouse.up()
 
 
+def _consent_and_start(page) -> None:
+    page.get_by_role("button", name="I agree to take part").click()
+    page.get_by_role("button", name="Start").click()
+
+
+def _answer_check(page, record: Record) -> None:
+    """Answer an attention check as asked, and note the answer for ``Record.assert_stored``."""
+    value = _expected_check_value(page)
+    page.check(f"#id-attention-{value}")
+    record.checks[_visit_id(page)] = value
+
+
 def _finish_demographics(page, choices: dict[str, str]) -> None:
     for name, value in choices.items():
         field = page.locator(f"#id-{name}")
@@ -127,14 +139,11 @@ def test_it_completes_a_short_rating_and_ranking_study_with_a_mouse_and_drag_ran
     rng, record = random.Random(3), Record()
     page = new_page(browser)
     page.goto(participant_link(live_server, external_id))
-    page.get_by_role("button", name="I agree to take part").click()
-    page.get_by_role("button", name="Start").click()
+    _consent_and_start(page)
     blocks = 0
     while (kind := _kind(page)) in {"block", "check"}:
         if kind == "check":
-            value = _expected_check_value(page)
-            page.check(f"#id-attention-{value}")
-            record.checks[_visit_id(page)] = value
+            _answer_check(page, record)
         else:
             blocks += 1
             placements = _placements(page)
@@ -169,14 +178,11 @@ def test_it_completes_tide_with_a_mouse_and_drag_ranking(browser, live_server, t
     page = new_page(browser)
     page.goto(participant_link(live_server, external_id))
     assert "PROLIFIC_PID" not in page.url and page.url.endswith("/s/tide/consent/")
-    page.get_by_role("button", name="I agree to take part").click()
-    page.get_by_role("button", name="Start").click()
+    _consent_and_start(page)
     blocks = 0
     while (kind := _kind(page)) in {"block", "check"}:
         if kind == "check":
-            value = _expected_check_value(page)
-            page.check(f"#id-attention-{value}")
-            record.checks[_visit_id(page)] = value
+            _answer_check(page, record)
         else:
             blocks += 1
             placements = _placements(page)
@@ -232,14 +238,11 @@ def test_it_completes_tide_on_a_phone_without_javascript_using_rank_selects(brow
     rng, record = random.Random(2), Record()
     page = new_page(browser, viewport=PHONE, javascript=False)
     page.goto(participant_link(live_server, external_id))
-    page.get_by_role("button", name="I agree to take part").click()
-    page.get_by_role("button", name="Start").click()
+    _consent_and_start(page)
     blocks = 0
     while (kind := _kind(page)) in {"block", "check"}:
         if kind == "check":
-            value = _expected_check_value(page)
-            page.check(f"#id-attention-{value}")
-            record.checks[_visit_id(page)] = value
+            _answer_check(page, record)
         else:
             blocks += 1
             assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
