@@ -50,7 +50,7 @@ class NewStudyForm(forms.Form):
     slug = forms.SlugField(required=False, max_length=64, label="Slug (replaces the template's)")
     title = forms.CharField(required=False, max_length=200, label="Title (replaces the template's)")
     construct = forms.CharField(required=False, max_length=40, label="What is judged, as an adjective (replaces "
-                                "the template's construct)", help_text='e.g. "helpful", "empathetic"')
+                                "the template's construct)", help_text="the word the participant pages use for what raters judge")
     language = forms.ChoiceField(required=False, label="Language of the participant pages (replaces the "
                                  "template's)", choices=lambda: [("", "as in the template"), *settings.LANGUAGES])
 
