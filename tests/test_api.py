@@ -280,3 +280,10 @@ def test_a_repeated_page_number_is_refused_not_answered_with_the_last_one(owner_
     assert response.status_code == 404  # as DRF answers a page that does not exist
     assert response.json() == {"detail": "Invalid page: give one page number."}
     assert owner_api.get("/api/studies/?page=1").status_code == 200
+
+
+@pytest.mark.parametrize("page", ["", "last", "x", "-1", "1.0", " 1"])
+def test_a_page_that_is_not_a_whole_number_is_refused_not_answered_with_the_first_or_last(owner_api, study, page):
+    response = owner_api.get("/api/studies/", {"page": page})
+    assert response.status_code == 404
+    assert response.json() == {"detail": "Invalid page: a page is a whole number from 1."}
