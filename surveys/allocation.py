@@ -114,7 +114,7 @@ def blocks_allocate(*, participant: Participant, release_lapsed: bool = True) ->
         with connection.cursor() as cursor:
             cursor.execute("SELECT surveys_blocks_allocate(%s, %s, %s, %s, %s)",
                            [study.pk, participant.pk, study.blocks_per_participant, study.judgements_per_block,
-                            _candidates_limit(study)])
+                            candidates_limit(study)])
             chosen = cursor.fetchone()[0]
         if chosen is None:
             raise StudyClosed(study.slug)
@@ -133,7 +133,7 @@ def blocks_allocate(*, participant: Participant, release_lapsed: bool = True) ->
     return sorted(chosen)
 
 
-def _candidates_limit(study: Study) -> int:
+def candidates_limit(study: Study) -> int:
     # Any k x (widest scenario) blocks hold at least k different scenarios.
     return study.blocks_per_participant * max(study.scenario_blocks_max, 1)
 
@@ -163,7 +163,7 @@ def _next_blocks(study: Study) -> list[int]:
     candidates = list(
         BlockTally.objects.filter(study=study, allocated__lt=study.judgements_per_block)
         .order_by("allocated", "shuffle")
-        .values_list("block_id", "allocated", "shuffle", "scenario_id")[: _candidates_limit(study)]
+        .values_list("block_id", "allocated", "shuffle", "scenario_id")[: candidates_limit(study)]
     )
     return sorted(blocks_pick(candidates, study.blocks_per_participant))
 

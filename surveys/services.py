@@ -19,7 +19,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count, Exists, F, OuterRef, Value
 from django.db.models.functions import Coalesce
 
-from . import allocation, clock, demographics, drafts, limits
+from . import allocation, clock, demographics, drafts, enrolment_pg, limits, sequence
 from .models import (
     AttentionCheck,
     Block,
@@ -115,6 +115,25 @@ def participant_enroll(
     (a second tab, or a retried POST), so orders are never drawn twice.
     Raises ``StudyClosed`` or ``StudyFull`` (surveys.places) and writes nothing then.
     """
+    now = clock.now()
+    fields = dict(
+        study=study,
+        external_id=external_id,
+        pseudonym=pseudonym_for(key=study.pseudonym_key, external_id=external_id),
+        panel_study_id=panel_study_id[: limits.PANEL_VALUE],
+        panel_session_id=panel_session_id[: limits.PANEL_VALUE],
+        is_preview=is_preview,
+        seed=secrets.randbits(62) if seed is None else seed,
+        consented_at=now,
+        started_at=now,
+        last_seen_at=now,
+        hold_expires_at=None if is_preview else now + hold_limit(study),
+    )
+    if enrolment_pg.applies(study=study, is_preview=is_preview):
+        # Two round trips instead of about 17; None leaves the cases below to the general path.
+        participant = enrolment_pg.participant_enrol(fields=fields)
+        if participant is not None:
+            return participant
     existing = Participant.objects.filter(study=study, external_id=external_id).first()
     if existing is not None:
         if study.allocates and not existing.blocks_assigned:
@@ -128,27 +147,12 @@ def participant_enroll(
             raise StudyClosed(study.slug)
         if study_full(study=study):
             raise StudyFull(study.slug)
-    seed = secrets.randbits(62) if seed is None else seed
-    now = clock.now()
-    fields = dict(
-        study=study,
-        external_id=external_id,
-        pseudonym=pseudonym_for(key=study.pseudonym_key, external_id=external_id),
-        panel_study_id=panel_study_id[: limits.PANEL_VALUE],
-        panel_session_id=panel_session_id[: limits.PANEL_VALUE],
-        is_preview=is_preview,
-        seed=seed,
-        consented_at=now,
-        started_at=now,
-        last_seen_at=now,
-        hold_expires_at=None if is_preview else now + hold_limit(study),
-    )
     if study.allocates and not is_preview:
         return _enroll_with_allocation(fields)
     try:
         with transaction.atomic():
             participant = Participant.objects.create(**fields)
-            rng = random.Random(seed)
+            rng = random.Random(participant.seed)
             if study.allocates:  # a preview: the blocks a newcomer would get now, allocating nothing
                 _assign_sequence(participant, rng, block_ids=allocation.blocks_preview(study=study))
             else:
@@ -219,10 +223,7 @@ def sequence_plan(*, study: Study, rng: random.Random, block_ids: list[int] | No
         # read all of its blocks.
         blocks = list(Block.objects.filter(pk__in=block_ids).select_related("scenario").order_by("id"))
     checks = list(AttentionCheck.objects.filter(study=study).order_by("id"))
-    rng.shuffle(blocks)
-    pages: list[Block | AttentionCheck] = list(blocks)
-    for slot in sorted(_check_slots(len(blocks), len(checks), rng), reverse=True):
-        pages.insert(slot, checks.pop())
+    pages: list[Block | AttentionCheck] = sequence.pages_order(blocks, checks, rng)
     shown = None
     if study.pairwise_enabled:
         # Blocks of three or more responses show a pair of them (surveys.allocation).
@@ -255,17 +256,6 @@ def _assign_sequence(participant: Participant, rng: random.Random, block_ids: li
     participant.blocks_assigned = n_blocks
 
 
-def _check_slots(n_blocks: int, n_checks: int, rng: random.Random) -> list[int]:
-    """Insertion indexes for the checks: never before the first block, and
-    between blocks when there is room, so two checks never follow each other."""
-    if n_checks == 0:
-        return []
-    inner = list(range(1, n_blocks))
-    if len(inner) >= n_checks:
-        return rng.sample(inner, n_checks)
-    return [rng.randint(1, max(n_blocks, 1)) for _ in range(n_checks)]
-
-
 def response_orders(
     *, study: Study, rng: random.Random, block_ids: list[int] | None = None, shown: dict[int, list[int]] | None = None
 ) -> dict[int, list[int]]:
@@ -280,9 +270,7 @@ def response_orders(
     # The given blocks are the study's: by block only, so that the plan reads their items from the block index
     # (a filter on the study as well can lead PostgreSQL to scan all of the study's items).
     items = Item.objects.filter(study=study) if block_ids is None else Item.objects.filter(block_id__in=block_ids)
-    items_by_block: dict[int, list[int]] = {}
-    for item_id, block_id in items.order_by("option", "id").values_list("id", "block_id"):
-        items_by_block.setdefault(block_id, []).append(item_id)
+    items_by_block = sequence.items_by_block(items.order_by("option", "id").values_list("id", "block_id"))
     for block_id, pair in (shown or {}).items():
         items_by_block[block_id] = [item_id for item_id in items_by_block[block_id] if item_id in pair]
     firsts = ItemPlacement.objects.filter(visit__participant__is_preview=False, position=1)
@@ -295,21 +283,7 @@ def response_orders(
         # participants, growing with each).
         firsts = firsts.filter(item_id__in=[i for ids in items_by_block.values() for i in ids])
     first_counts = Counter(dict(firsts.values_list("item_id").annotate(n=Count("id")).values_list("item_id", "n")))
-    orders = {}
-    for block_id, item_ids in items_by_block.items():
-        base = _base_permutation(study, block_id, item_ids)
-        least = min(first_counts[item_id] for item_id in base)
-        candidates = [r for r, item_id in enumerate(base) if first_counts[item_id] == least]
-        r = rng.choice(candidates)
-        orders[block_id] = base[r:] + base[:r]
-    return orders
-
-
-def _base_permutation(study: Study, block_id: int, item_ids: list[int]) -> list[int]:
-    # Fixed per block (not per participant), so rotations of it form a Latin square.
-    base = list(item_ids)
-    random.Random(f"{study.pseudonym_key}:{block_id}").shuffle(base)
-    return base
+    return sequence.rotations(study_key=study.pseudonym_key, items=items_by_block, first_counts=first_counts, rng=rng)
 
 
 # --- pages ------------------------------------------------------------------------

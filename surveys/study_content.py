@@ -1,7 +1,7 @@
 """What a study asks on every page, read once per process and version instead of once per request.
 
 A block page needs the study's dimensions and its per-block written questions; the final page its
-demographic and end-of-study questions. They change only when the study is loaded again
+demographic and end-of-study questions; a newcomer's sequence its attention checks. They change only when the study is loaded again
 (``surveys.loader`` bumps ``Study.content_version`` then), so each process keeps them keyed by the
 study's row identity and that version, and reads them again as soon as a request's study row shows
 a newer version: a reload done by another process is seen by the next request here.
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from django.db.models.signals import post_delete, post_save
 
-from .models import DemographicQuestion, Dimension, FreeTextQuestion, Study
+from .models import AttentionCheck, DemographicQuestion, Dimension, FreeTextQuestion, Study
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,7 @@ class StudyContent:
     block_questions: tuple[FreeTextQuestion, ...]  # written questions asked on every block
     end_questions: tuple[FreeTextQuestion, ...]  # written questions of the final page
     demographic_questions: tuple[DemographicQuestion, ...]
+    attention_check_ids: tuple[int, ...]  # in id order, as a newcomer's sequence takes them
 
 
 _Key = tuple[int, str, int]
@@ -50,6 +51,8 @@ def study_content_get(*, study: Study) -> StudyContent:
         block_questions=tuple(q for q in texts if q.per_block),
         end_questions=tuple(q for q in texts if not q.per_block),
         demographic_questions=tuple(DemographicQuestion.objects.filter(study_id=study.pk)),
+        attention_check_ids=tuple(AttentionCheck.objects.filter(study_id=study.pk).order_by("pk")
+                                  .values_list("pk", flat=True)),
     )
     # One entry per study, replaced whole: a plain dict assignment, safe between threads.
     _cache[study.pk] = (key, content)
@@ -67,6 +70,6 @@ def _forget_on_change(sender, instance, **kwargs) -> None:
     study_content_forget(study_id=instance.study_id)
 
 
-for _model in (Dimension, FreeTextQuestion, DemographicQuestion):
+for _model in (Dimension, FreeTextQuestion, DemographicQuestion, AttentionCheck):
     post_save.connect(_forget_on_change, sender=_model, dispatch_uid=f"study_content_{_model.__name__}_save")
     post_delete.connect(_forget_on_change, sender=_model, dispatch_uid=f"study_content_{_model.__name__}_delete")
