@@ -78,6 +78,10 @@ def database_config(url: str | None, *, base_dir: Path) -> dict:
         raise ImproperlyConfigured(f"DATABASE_URL={url!r} names no database")
     # A participant waiting on a dead database should see a "please retry" page fast.
     config.setdefault("OPTIONS", {})["connect_timeout"] = env_int("DATABASE_CONNECT_TIMEOUT", 5, minimum=1)
+    # No JIT compilation: the app's queries are short, and a plan whose cost is overestimated (statistics not
+    # yet caught up with a study just loaded or a launch's first thousand entrants) would spend tens of
+    # milliseconds compiling a query that runs in two (measured on an entry, issue 25).
+    config["OPTIONS"]["options"] = "-c jit=off"
     return config
 
 

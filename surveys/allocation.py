@@ -74,9 +74,9 @@ def tallies_create(*, study: Study) -> None:
         )
         if connection.vendor == "postgresql":
             # Fresh statistics, so that the first entries already read the lowest counters from the index
-            # (with none, the planner expects a few rows and sorts them all).
+            # (with none, the planner expects a few rows and sorts them all), and their blocks' items by block.
             with connection.cursor() as cursor:
-                cursor.execute("ANALYZE surveys_blocktally")
+                cursor.execute("ANALYZE surveys_blocktally, surveys_item")
     if study.pairwise_enabled:
         items: dict[int, list[int]] = {}
         for item_id, block_id in Item.objects.filter(study=study).order_by("pk").values_list("pk", "block_id"):

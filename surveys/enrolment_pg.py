@@ -5,10 +5,10 @@ each one built by the ORM; with 20 newcomers at a time on two cores, building th
 most of an entry's time. Here:
 
 1. one call of ``surveys_participant_enrol`` (migration 0016) checks that the person did not withdraw,
-   inserts them, takes the study's lock, allocates their blocks and returns the blocks' items; it commits on
-   its own, like the general path's first transaction, and so releases the lock;
-2. one query reads how often each of those items was shown first (after the lock: newcomers do not queue
-   behind it);
+   inserts them, takes the study's lock and allocates their blocks; it commits on its own, like the general
+   path's first transaction, and so releases the lock;
+2. one query reads the blocks' items and how often each was shown first (after the lock: newcomers do not
+   queue behind it);
 3. their sequence is drawn in Python from their seed (``surveys.sequence``, as on the general path), and one
    statement writes their pages and placements.
 
@@ -64,9 +64,8 @@ def participant_enrol(*, fields: dict[str, Any]) -> Participant | None:
     blocks = [("block", block_id) for block_id in sorted(result["blocks"])]
     checks = [("check", check_id) for check_id in study_content_get(study=study).attention_check_ids]
     pages = sequence.pages_order(blocks, checks, rng)
-    items = sequence.items_by_block(result["items"])
-    orders = sequence.rotations(study_key=study.pseudonym_key, items=items, first_counts=_first_counts(items),
-                                rng=rng)
+    items, first_counts = _items_and_first_counts(result["blocks"])
+    orders = sequence.rotations(study_key=study.pseudonym_key, items=items, first_counts=first_counts, rng=rng)
     try:
         _pages_write(participant.pk, pages, orders)
     except BaseException:
@@ -98,17 +97,21 @@ def _enrol_call(participant: Participant) -> dict[str, Any]:
         raise
 
 
-def _first_counts(items: dict[int, list[int]]) -> Counter:
-    """How often each item was shown first to a participant (not a preview): the rotations' counts."""
+def _items_and_first_counts(block_ids: list[int]) -> tuple[dict[int, list[int]], Counter]:
+    """The blocks' items (``sequence.items_by_block``) and how often each was shown first to a participant (not
+    a preview): the rotations' counts."""
     with connection.cursor() as cursor:
-        # The ids as a literal array (client-side binding): planned with them, so the item index is used.
+        # The ids as a literal array (client-side binding): planned with them, so the indexes are used.
         cursor.execute("""
-            SELECT pl.item_id, count(*) FROM surveys_itemplacement pl
-            JOIN surveys_blockvisit v ON v.id = pl.visit_id
-            JOIN surveys_participant p ON p.id = v.participant_id
-            WHERE pl.position = 1 AND NOT p.is_preview AND pl.item_id = ANY (%s)
-            GROUP BY pl.item_id""", [[item_id for ids in items.values() for item_id in ids]])
-        return Counter(dict(cursor.fetchall()))
+            SELECT i.id, i.block_id,
+                   (SELECT count(*) FROM surveys_itemplacement pl
+                    JOIN surveys_blockvisit v ON v.id = pl.visit_id
+                    JOIN surveys_participant p ON p.id = v.participant_id
+                    WHERE pl.item_id = i.id AND pl.position = 1 AND NOT p.is_preview)
+            FROM surveys_item i WHERE i.block_id = ANY (%s) ORDER BY i.option, i.id""", [block_ids])
+        rows = cursor.fetchall()
+    items = sequence.items_by_block((item_id, block_id) for item_id, block_id, _ in rows)
+    return items, Counter({item_id: firsts for item_id, _, firsts in rows if firsts})
 
 
 def _pages_write(participant_id: int, pages: list[tuple[str, int]], orders: dict[int, list[int]]) -> None:

@@ -130,7 +130,7 @@ def participant_enroll(
         hold_expires_at=None if is_preview else now + hold_limit(study),
     )
     if enrolment_pg.applies(study=study, is_preview=is_preview):
-        # Two round trips instead of about 17; None leaves the cases below to the general path.
+        # Three round trips instead of about 17; None leaves the cases below to the general path.
         participant = enrolment_pg.participant_enrol(fields=fields)
         if participant is not None:
             return participant

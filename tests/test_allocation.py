@@ -149,7 +149,7 @@ def test_positions_are_counterbalanced_and_checks_inserted_as_today():
 
 
 # PostgreSQL (surveys.enrolment_pg): one call of surveys_participant_enrol (the withdrawal and lapsed-hold
-# checks, the participant, the lock and allocation, the items), their first positions, then one statement
+# checks, the participant, the lock and allocation), the items with their first positions, then one statement
 # for the pages; inside the test's transaction the call also takes a savepoint and releases it.
 # SQLite: three quick checks before the lock, whether this panel id withdrew earlier, the participant, the
 # allocation (lock, candidates, counters, assignments), then the pages (blocks, checks, items, first positions,

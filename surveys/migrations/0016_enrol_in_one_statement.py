@@ -1,5 +1,5 @@
 """Entry with allocation on PostgreSQL in three round trips (surveys.enrolment_pg): the function that checks,
-enrols, allocates and returns the newcomer's blocks and their items, in one call."""
+enrols, allocates and returns the newcomer's blocks, in one call."""
 
 from django.db import migrations
 
@@ -41,12 +41,9 @@ BEGIN
     ELSIF cardinality(v_chosen) = 0 THEN
         RAISE EXCEPTION 'full' USING ERRCODE = 'HV002';
     END IF;
-    -- How often each item was shown first is read by the caller after the commit: not while the lock is held.
-    RETURN jsonb_build_object(
-        'participant', v_participant,
-        'blocks', to_jsonb(v_chosen),
-        'items', (SELECT coalesce(jsonb_agg(jsonb_build_array(i.id, i.block_id) ORDER BY i.option, i.id), '[]')
-                  FROM surveys_item i WHERE i.block_id = ANY (v_chosen)));
+    -- The blocks' items, and how often each was shown first, are read by the caller after the commit: not
+    -- while the lock is held.
+    RETURN jsonb_build_object('participant', v_participant, 'blocks', to_jsonb(v_chosen));
 END
 $$;
 """
