@@ -14,8 +14,10 @@ A study's ``allocation`` is ``"all"`` (everyone judges every block, the default)
 - The choice is made under the study's lock, in a constant number of queries whatever the number of blocks
   and participants, reading k x (the most blocks of one scenario) counters from one index scan, never all of
   them. On PostgreSQL the lock, the choice, the counters and the assignments are one call of the function
-  ``surveys_blocks_allocate`` (migration 0012): newcomers queue behind one round trip. On SQLite (whose
-  writers are serialised anyway) the same choice is made in Python: lock, read, increment, insert.
+  ``surveys_blocks_allocate`` (migration 0014): newcomers queue behind one round trip; it is called by
+  ``surveys_participant_enrol`` (migration 0016, ``surveys.enrolment_pg``), which also inserts the newcomer, so
+  that a whole entry is three round trips. On SQLite (whose writers are serialised anyway) the same choice is
+  made in Python: lock, read, increment, insert.
 - Assignments are held like places (pair counters follow them: a released block's pair is counted down,
   and up again when claimed back). A participant who leaves early, whose Prolific submission is returned,
   timed out or rejected, whose hold lapsed, or whom the quality rules exclude, releases their blocks: the
@@ -100,7 +102,7 @@ def blocks_allocate(*, participant: Participant, release_lapsed: bool = True) ->
     rolls the enrolment back).
 
     On PostgreSQL the lock, the choice, the counters and the assignments are one call of the function
-    ``surveys_blocks_allocate`` (migration 0012): one round trip while the lock is held, since every round
+    ``surveys_blocks_allocate`` (migration 0014): one round trip while the lock is held, since every round
     trip under it queues every newcomer behind it. The function also lets this transaction's commit skip
     the disk flush (``synchronous_commit`` off, for this transaction only), so the lock is not held across
     one: nothing durable is given up, since the participant's pages are written right after by a transaction
@@ -146,7 +148,7 @@ def blocks_pick(candidates: list[tuple[int, int, float, int]], k: int) -> list[i
     when the numbers allow (a block of a scenario already taken at a lower count ranks behind the others);
     and the scenarios with the most blocks left at that count come first, so that the last blocks of a count,
     which the next participants must take, are of different prompts too. The same order as the
-    ``ranked``/``picked`` steps of ``surveys_blocks_allocate`` (migration 0012)."""
+    ``ranked``/``picked`` steps of ``surveys_blocks_allocate`` (migration 0014)."""
     ordered = sorted(candidates, key=lambda c: (c[1], c[2]))
     left_at_count = Counter((scenario_id, allocated) for _, allocated, _, scenario_id in ordered)
     seen: Counter = Counter()
