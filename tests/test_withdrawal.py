@@ -19,7 +19,7 @@ from surveys.models import (
 from surveys.signals import researcher_action
 from tests.support.downloads import csv_rows
 from tests.support.researcher import fill_with_bots, finished_run
-from tests.support.studies import load_fixture
+from tests.support.studies import load_fixture, load_short_tide
 
 pytestmark = pytest.mark.django_db
 PID = "a" * 24
@@ -81,7 +81,15 @@ def _draft_on_current_page(client, study, steps) -> None:
 # --- the participant's pages ----------------------------------------------------------------------------
 
 
-def test_every_participant_page_links_to_withdrawal(client, tide, steps):
+@pytest.fixture
+def short_tide(db):
+    """TIDE with two of its blocks per participant: the link is in every participant page's frame, and a
+    journey of 24 blocks (tests/test_bots.py, tests/test_flow_pages.py) would only make it slower to reach."""
+    return load_short_tide(2)
+
+
+def test_every_participant_page_links_to_withdrawal(client, short_tide, steps):
+    tide = short_tide
     steps.start(client, tide, PID)
     for path in ("instructions/", "page/", "exit/"):
         client.get(f"/s/{tide.slug}/{path}")  # instructions redirect to the page once read
@@ -92,7 +100,8 @@ def test_every_participant_page_links_to_withdrawal(client, tide, steps):
     assert "Withdraw and delete my answers" in done
 
 
-def test_the_about_you_page_and_the_page_after_leaving_link_to_withdrawal(client, tide, steps):
+def test_the_about_you_page_and_the_page_after_leaving_link_to_withdrawal(client, short_tide, steps):
+    tide = short_tide
     steps.start(client, tide, PID)
     while True:
         response, spec = steps.page(client, tide)
