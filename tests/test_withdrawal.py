@@ -14,11 +14,13 @@ from django.test import Client
 from analysis.models import ParticipantResult, ResultTable
 from surveys import allocation, services, withdrawal
 from surveys.models import (
-    BlockAssignment, BlockTally, BlockVisit, Draft, FreeTextAnswer, ItemPlacement, Participant, Rating, Withdrawal,
+    BlockAssignment, BlockTally, BlockVisit, Draft, FreeTextAnswer, ItemPlacement, Participant, Rating, Study,
+    Withdrawal,
 )
 from surveys.signals import researcher_action
 from tests.support.downloads import csv_rows
 from tests.support.researcher import fill_with_bots, finished_run
+from tests.support.shared import in_process_tasks, rows_kept_until_exit
 from tests.support.studies import load_fixture, load_short_tide
 
 pytestmark = pytest.mark.django_db
@@ -289,10 +291,21 @@ def test_runs_and_exports_leave_out_the_withdrawn_and_the_next_run_says_how_many
 # --- researchers: the page and the command --------------------------------------------------------------
 
 
+@pytest.fixture(scope="module")
+def _shared_rows_few(django_db_setup, django_db_blocker):
+    """TIDE with three scripted participants, built once for the module's tests that delete some (each runs
+    in a savepoint of it, tests/support/shared.py; conftest's collection hook runs them after the others)."""
+    with rows_kept_until_exit(django_db_blocker), in_process_tasks():
+        study = load_fixture("tide.json")
+        fill_with_bots(study, 3)
+        yield study.pk
+
+
 @pytest.fixture
-def few(study):
+def few(_shared_rows_few, owner):
     """TIDE (owned by ``owner``) with three scripted participants: enough to delete some."""
-    fill_with_bots(study, 3)
+    study = Study.objects.get(pk=_shared_rows_few)
+    study.owners.add(owner)
     return study
 
 
