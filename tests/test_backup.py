@@ -19,7 +19,9 @@ from surveys import backup, withdrawal
 from surveys.models import Participant, Study
 from tests.support.external_services import require_service
 from tests.support.paths import ROOT
-from tests.support.researcher import fill_with_bots
+from tests.support.researcher import fill_with_bots, make_user
+from tests.support.shared import in_process_tasks, rows_kept_until_exit
+from tests.support.studies import load_fixture
 from tests.test_withdrawal import announced, small_run  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.django_db
@@ -58,13 +60,28 @@ def dumped(small_run, tmp_path, owner_client):
     return study, path, exports
 
 
+@pytest.fixture(scope="module")
+def _shared_rows_small_dump(django_db_setup, django_db_blocker, tmp_path_factory):
+    """TIDE (owned by "owner") with three scripted participants (no run), and its dump: built once for the
+    module's refusal tests (each runs in a savepoint of it, tests/support/shared.py; conftest's collection
+    hook runs them after the others, so no other test's "owner" meets this one)."""
+    with rows_kept_until_exit(django_db_blocker), in_process_tasks():
+        study = load_fixture("tide.json")
+        study.owners.add(make_user("owner"))
+        fill_with_bots(study, 3)
+        path = tmp_path_factory.mktemp("small_dump") / "small.jsonl"
+        call_command("dump_study", study.slug, str(path), stdout=open(os.devnull, "w"))
+        yield study.pk, path.read_bytes()
+
+
 @pytest.fixture
-def small_dump(study, tmp_path):
-    """TIDE with three scripted participants (no run), and its dump: enough for the refusals."""
-    fill_with_bots(study, 3)
+def small_dump(_shared_rows_small_dump, tmp_path):
+    """TIDE with three scripted participants (no run), and its dump: enough for the refusals. The dump is
+    this test's own copy (tests rewrite it)."""
+    study_pk, dump = _shared_rows_small_dump
     path = tmp_path / "small.jsonl"
-    call_command("dump_study", study.slug, str(path), stdout=open(os.devnull, "w"))
-    return study, path, []
+    path.write_bytes(dump)
+    return Study.objects.get(pk=study_pk), path, []
 
 
 def test_every_model_with_study_rows_is_dumped_or_declared_not_per_study():

@@ -9,18 +9,16 @@ import re
 
 import pytest
 
-from surveys.definition import parse_definition, read_definition_file
-from surveys.loader import study_load
 from surveys.models import BlockVisit, ItemPlacement, Participant, Rating
-from tests.support.paths import FIXTURES
 from tests.support.browser import (  # noqa: F401  (browser is a fixture)
     PHONE, back_from_the_panel, browser, new_page, participant_link, start_survey, stub_the_panel, tab_to,
 )
+from tests.support.studies import load_short_tide
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 # The variants (phone without JavaScript, keyboard only, the refused unranked submit) run in
-# bin/test --all. So does the mouse journey for now: all 24 blocks by mouse take ~35 s even at
-# load 3, over bin/test's 20 s limit; a shorter rating-and-ranking journey is still to be written.
+# bin/test --all. So does the mouse journey of all 24 blocks (~35 s even at load 3, over bin/test's
+# 20 s limit); bin/test runs the same journey on a TIDE of two blocks per participant.
 VARIANT = pytest.mark.slow(reason="a variant of the rating-and-ranking journey")
 
 
@@ -127,10 +125,7 @@ def _finish_demographics(page, choices: dict[str, str]) -> None:
 def tide_two_blocks(db):
     """TIDE with each participant given 2 of its 24 blocks (allocation), so that the rating-and-ranking journey
     fits the contributor suite; the whole 24-block journey is the slow test below."""
-    definition = read_definition_file(FIXTURES / "tide.json")
-    definition["allocation"] = {"blocks_per_participant": 2, "judgements_per_block": 1}
-    definition["recruitment"] = {k: v for k, v in definition["recruitment"].items() if k != "target_completions"}
-    return study_load(definition=parse_definition(definition)).study
+    return load_short_tide(2)
 
 
 def test_it_completes_a_short_rating_and_ranking_study_with_a_mouse_and_drag_ranking(browser, live_server,

@@ -184,14 +184,15 @@ def test_a_chinese_study_names_the_speakers_in_chinese(db, client):
 
 def test_scenarios_csv_carries_each_conversation_as_json_and_the_codebook_describes_it(db, tide_definition, quick_stats):
     from analysis import exports
-    from tests.support.researcher import fill_with_bots, finished_run
+    from tests.support.researcher import finished_run
     from tests.test_codebook import assert_zip_is_described, open_zip, read_csvs
 
     definition = with_context(tide_definition, turns(3))
     definition["scenarios"][1]["context"] = []
     definition["scenarios"][0]["user_input"] = "=1+1 is what I asked"  # a formula start, escaped as everywhere
     study = study_load(definition=parse_definition(definition)).study
-    fill_with_bots(study, 3)
+    # scenarios.csv is the study's scenarios, whoever took part: a run with no participants yet has it all
+    # (three bots were filled in here before; nothing read their answers).
     run = finished_run(study)
     rows = list(exports.export_lines(run=run, what="scenarios"))
     assert rows[0] == ["scenario", "label", "user_input", "context"]

@@ -1,5 +1,6 @@
 """Stored text with <script> payloads renders escaped on participant pages,
-researcher pages and the admin, and CSV exports neutralise formulas."""
+researcher pages and the admin, and CSV exports neutralise formulas (csv_cell here; the participants export of
+formula-like answers in tests/test_export.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ from django.test import Client
 from surveys.definition import parse_definition
 from surveys.loader import study_load
 from surveys.models import Participant
-from tests.support.studies import set_answers
 
 PAYLOAD = '<script>alert("x")</script>'
 ESCAPED = "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;"
@@ -87,25 +87,3 @@ def test_csv_exports_neutralise_formulas():
         assert csv_cell(text).startswith("'"), text
     assert csv_cell(-3) == "-3"  # numbers stay numbers
     assert csv_cell(PAYLOAD) == PAYLOAD  # CSV is not HTML: no HTML escaping, nothing executes
-
-
-def test_participant_export_prefixes_formula_demographics(db, tide):
-    from analysis.exports import export_lines
-    from analysis.models import AnalysisRun
-    from analysis import runs
-    from bots.drive import run_with_services
-    from bots.personas import Persona
-
-    run_with_services(persona=Persona(), study=tide, seed=3)
-    set_answers(Participant.objects.filter(study=tide), gender=FORMULA, education="+cmd|' /C calc'!A0")
-    run = AnalysisRun.objects.create(study=tide, thresholds=tide.quality_thresholds)
-    runs.run_execute(kind=runs.ANALYSIS, run_id=run.pk, attempt=runs.run_claim(kind=runs.ANALYSIS, run_id=run.pk).attempt)
-    run.refresh_from_db()
-    assert run.status == "done", run.error
-    lines = list(export_lines(run=run, what="participants"))
-    header, rows = lines[0], lines[1:]
-    assert rows
-    for row in rows:
-        cells = dict(zip(header, row))
-        assert cells["gender"] == "'" + FORMULA
-        assert cells["education"].startswith("'+")

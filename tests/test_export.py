@@ -13,6 +13,10 @@ from analysis.models import AnalysisRun
 from analysis.tasks import run_analysis
 from surveys.models import Participant
 from tests.support.quality_data import expected_flow, planted_import, planted_population
+from tests.support.studies import set_answers
+
+FORMULA = '=HYPERLINK("http://evil.example","click")'
+DDE = "+cmd|' /C calc'!A0"
 
 
 @pytest.fixture
@@ -21,6 +25,10 @@ def analysed(tide, quick_stats):
     # the mixed and ordinal models (~20 s, checked in tests/test_stats.py) add nothing here.
     people = [p for p in planted_population(n_honest=6) if not p.live]
     planted_import(tide, people)
+    # Formula-like answers, as a participant could type them: every participant's gender is a formula,
+    # every other participant's education starts with "+" (a DDE payload; tests/test_escaping.py's
+    # bot-and-full-run journey checked these cells before, merged here), honest000's with "=".
+    set_answers(Participant.objects.filter(study=tide), gender=FORMULA, education=DDE)
     honest = Participant.objects.get(external_id="honest000")
     honest.demographics = {**honest.demographics, "education": "=HYPERLINK(\"http://x\")"}
     honest.save(update_fields=["demographics"])
@@ -62,6 +70,9 @@ def test_it_exports_participants_with_pseudonyms_and_quality_fields(analysed, tm
     assert not any(external_id in text for external_id in people)
     honest = next(r for r in rows if by_pseudonym[r["participant_id"]] == "honest000")
     assert honest["education"] == "'=HYPERLINK(\"http://x\")"
+    for row in rows:  # formula-like answers come out as text, in every row
+        assert row["gender"] == "'" + FORMULA
+        assert row is honest or row["education"] == "'" + DDE
     assert honest["state"] == "CA" and honest["region"] == "West" and honest["attention_passed"] == "true"
     assert honest["payable"] == "true" and honest["reject_reason"] == ""
     assert float(honest["duration_minutes"]) == 28.0

@@ -7,17 +7,19 @@ driver ignored the final form's validity and the completion service never checke
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from bots.drive import run_in_process, run_over_http, run_with_services
 from bots.personas import PERSONAS, Persona, persona_named
-from surveys import services
+from surveys import selectors, services
 from surveys.definition import parse_definition, read_definition_file
+from surveys.forms import DemographicsForm
 from surveys.loader import study_load
 from surveys.models import BlockVisit, FreeTextAnswer, FreeTextQuestion, Participant, Study
 from surveys.services import PageAnswers, RequiredAnswersMissing
 from tests.support.paths import FIXTURES
-from tests.support.researcher import fill_with_bots
 
 
 def most_least_with_why(slug: str, **why) -> Study:
@@ -113,12 +115,31 @@ def test_the_last_page_shows_the_service_s_refusal_as_a_form_error(client, why_p
 # --- simulated participants answer what real ones must -----------------------------------------
 
 
-def test_bots_saved_through_the_services_answer_a_required_final_question(why_required):
-    runs = fill_with_bots(why_required, 40, seed=7)
-    completed = Participant.objects.filter(study=why_required, status=Participant.Status.COMPLETED)
-    assert completed.count() == sum(run.outcome == "completed" for run in runs) > 30
-    for participant in completed:
-        assert _why_answers(participant) != [""] and len(_why_answers(participant)) == 1, participant.pk
+def test_every_persona_answers_a_required_final_question_on_the_real_final_page(client, why_required, steps):
+    """What a persona writes on the final page is accepted there at the first try, whatever its draw.
+
+    The final page the participant sees (its form fields and which are required, parsed as the drivers parse
+    it), answered by every persona under 200 seeds and checked by the page's own form.
+    """
+    _through_blocks(client, why_required, steps)
+    _, spec = steps.page(client, why_required)
+    assert spec.kind == "demographics" and spec.required == {"text-why"}
+    questions = selectors.demographic_questions(study=why_required)
+    end_questions = selectors.end_of_study_questions(study=why_required)
+    for name, persona in PERSONAS.items():
+        for seed in range(200):
+            fields = persona().answer_demographics(spec, random.Random(seed))
+            form = DemographicsForm(fields, questions=questions, end_questions=end_questions)
+            assert form.is_valid(), (name, seed, form.errors.as_json())
+            assert [text.strip() != "" for text in form.free_text().values()] == [True], (name, seed)
+
+
+def test_each_persona_saved_through_the_services_answers_a_required_final_question(why_required):
+    for name in sorted(set(PERSONAS) - {"early_exit"}):
+        run = run_with_services(persona=persona_named(name), study=why_required, seed=7)
+        assert run.outcome == "completed", name
+        answers = _why_answers(Participant.objects.get(external_id=run.external_id))
+        assert len(answers) == 1 and answers[0].strip(), (name, answers)
 
 
 @pytest.mark.parametrize("name", sorted(set(PERSONAS) - {"early_exit"}))

@@ -14,12 +14,14 @@ from django.test import Client
 from analysis.models import ParticipantResult, ResultTable
 from surveys import allocation, services, withdrawal
 from surveys.models import (
-    BlockAssignment, BlockTally, BlockVisit, Draft, FreeTextAnswer, ItemPlacement, Participant, Rating, Withdrawal,
+    BlockAssignment, BlockTally, BlockVisit, Draft, FreeTextAnswer, ItemPlacement, Participant, Rating, Study,
+    Withdrawal,
 )
 from surveys.signals import researcher_action
 from tests.support.downloads import csv_rows
 from tests.support.researcher import fill_with_bots, finished_run
-from tests.support.studies import load_fixture
+from tests.support.shared import in_process_tasks, rows_kept_until_exit
+from tests.support.studies import load_fixture, load_short_tide
 
 pytestmark = pytest.mark.django_db
 PID = "a" * 24
@@ -81,7 +83,15 @@ def _draft_on_current_page(client, study, steps) -> None:
 # --- the participant's pages ----------------------------------------------------------------------------
 
 
-def test_every_participant_page_links_to_withdrawal(client, tide, steps):
+@pytest.fixture
+def short_tide(db):
+    """TIDE with two of its blocks per participant: the link is in every participant page's frame, and a
+    journey of 24 blocks (tests/test_bots.py, tests/test_flow_pages.py) would only make it slower to reach."""
+    return load_short_tide(2)
+
+
+def test_every_participant_page_links_to_withdrawal(client, short_tide, steps):
+    tide = short_tide
     steps.start(client, tide, PID)
     for path in ("instructions/", "page/", "exit/"):
         client.get(f"/s/{tide.slug}/{path}")  # instructions redirect to the page once read
@@ -92,7 +102,8 @@ def test_every_participant_page_links_to_withdrawal(client, tide, steps):
     assert "Withdraw and delete my answers" in done
 
 
-def test_the_about_you_page_and_the_page_after_leaving_link_to_withdrawal(client, tide, steps):
+def test_the_about_you_page_and_the_page_after_leaving_link_to_withdrawal(client, short_tide, steps):
+    tide = short_tide
     steps.start(client, tide, PID)
     while True:
         response, spec = steps.page(client, tide)
@@ -280,10 +291,21 @@ def test_runs_and_exports_leave_out_the_withdrawn_and_the_next_run_says_how_many
 # --- researchers: the page and the command --------------------------------------------------------------
 
 
+@pytest.fixture(scope="module")
+def _shared_rows_few(django_db_setup, django_db_blocker):
+    """TIDE with three scripted participants, built once for the module's tests that delete some (each runs
+    in a savepoint of it, tests/support/shared.py; conftest's collection hook runs them after the others)."""
+    with rows_kept_until_exit(django_db_blocker), in_process_tasks():
+        study = load_fixture("tide.json")
+        fill_with_bots(study, 3)
+        yield study.pk
+
+
 @pytest.fixture
-def few(study):
+def few(_shared_rows_few, owner):
     """TIDE (owned by ``owner``) with three scripted participants: enough to delete some."""
-    fill_with_bots(study, 3)
+    study = Study.objects.get(pk=_shared_rows_few)
+    study.owners.add(owner)
     return study
 
 

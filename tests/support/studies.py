@@ -15,6 +15,16 @@ def load_fixture(name: str, *, recruitment: dict | None = None):
     return study_load(definition=parse_definition(definition)).study
 
 
+def load_short_tide(blocks_per_participant: int = 2):
+    """TIDE (slug "tide") with each participant given ``blocks_per_participant`` of its 24 blocks (allocation,
+    one judgement per block, no target): the same pages, for tests that need a participant's whole journey
+    but not all 24 blocks of it."""
+    definition = read_definition_file(FIXTURES / "tide.json")
+    definition["allocation"] = {"blocks_per_participant": blocks_per_participant, "judgements_per_block": 1}
+    definition["recruitment"] = {k: v for k, v in definition["recruitment"].items() if k != "target_completions"}
+    return study_load(definition=parse_definition(definition)).study
+
+
 def load_reasons_per_block():
     """The most-least study asking its "why" question on every block (a per-block free-text question)."""
     definition = read_definition_file(FIXTURES / "most_least.json")
