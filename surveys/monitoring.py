@@ -97,9 +97,9 @@ def _position_counts(study: Study) -> dict[int, dict[int, int]]:
     return counted
 
 
-def _item_positions(study: Study) -> list[tuple[str, str, list[tuple[int, int]], float]]:
-    """Per item shown at least once, in the definition's order: its key, its block's key, (position, n) for
-    every position its block used (zeros included), and its showings spread evenly over those positions."""
+def _item_positions(study: Study) -> list[tuple[str, str, dict[int, int], list[int]]]:
+    """Per item shown at least once, in the definition's order: its key, its block's key, its showings per
+    position and the positions its block used (sorted; where the item was never shown, it counts 0)."""
     counted = _position_counts(study)
     items = [(item_id, key, block) for item_id, key, block in
              Item.objects.filter(study=study).order_by("block__order", "option", "pk")
@@ -108,13 +108,7 @@ def _item_positions(study: Study) -> list[tuple[str, str, list[tuple[int, int]],
     for item_id, _, block in items:
         positions.setdefault(block, set()).update(counted[item_id])
     sorted_positions = {block: sorted(used) for block, used in positions.items()}
-    shown = []
-    for item_id, key, block in items:
-        by_position = counted[item_id]
-        block_positions = sorted_positions[block]
-        shown.append((key, block, [(position, by_position.get(position, 0)) for position in block_positions],
-                      sum(by_position.values()) / len(block_positions)))
-    return shown
+    return [(key, block, counted[item_id], sorted_positions[block]) for item_id, key, block in items]
 
 
 def position_coverage(study: Study) -> list[dict[str, Any]]:
@@ -128,10 +122,14 @@ def position_coverage(study: Study) -> list[dict[str, Any]]:
     return _coverage_dicts(_item_positions(study))
 
 
-def _coverage_dicts(items: list[tuple[str, str, list[tuple[int, int]], float]]) -> list[dict[str, Any]]:
-    return [{"item": item, "block": block, "position": position, "n": n,
-             "expected": round(expected, 3), "deviation": round(n - expected, 3)}
-            for item, block, cells, expected in items for position, n in cells]
+def _coverage_dicts(items: list[tuple[str, str, dict[int, int], list[int]]]) -> list[dict[str, Any]]:
+    coverage = []
+    for item, block, by_position, block_positions in items:
+        expected = sum(by_position.values()) / len(block_positions)
+        coverage.extend({"item": item, "block": block, "position": position, "n": by_position.get(position, 0),
+                         "expected": round(expected, 3), "deviation": round(by_position.get(position, 0) - expected, 3)}
+                        for position in block_positions)
+    return coverage
 
 
 #: The counterbalancing heatmap shows at most this many rows; beyond, items are grouped (``heatmap_rows``).
@@ -143,39 +141,52 @@ def heatmap_rows(coverage: list[dict[str, Any]], limit: int = HEATMAP_ROWS) -> l
     items (in the definition's order) grouped into at most ``limit`` rows, each cell showing the item of its
     group whose deviation is furthest from 0, with that item's own ``n`` and ``expected`` (the worst
     imbalance is what the researcher looks for, and the hover's observed - expected must equal the colour).
-    8,000 blocks of two responses gave 32,000 cells and a 3.4 MB snapshot; grouped, a few hundred."""
+    8,000 blocks of two responses gave 32,000 cells and a 3.4 MB snapshot; grouped, a few hundred.
+    The first cell of a group at a position wins ties (of the deviations as rounded)."""
     items = list(dict.fromkeys(row["item"] for row in coverage))
     if len(items) <= limit:
         return coverage
     size = -(-len(items) // limit)
     group_of = {item: i // size for i, item in enumerate(items)}
-    return _grouped_cells(((group_of[row["item"]], row["position"], row["n"], row["expected"], row["deviation"])
-                           for row in coverage), size=size, items=len(items))
+    groups: dict[tuple[int, int], dict[str, Any]] = {}
+    for row in coverage:
+        g = group_of[row["item"]]
+        cell = groups.get((g, row["position"]))
+        if cell is None or abs(row["deviation"]) > abs(cell["deviation"]):
+            groups[(g, row["position"])] = {"n": row["n"], "expected": row["expected"], "deviation": row["deviation"]}
+    return [{"item": _group_label(g, size, len(items)), "block": "", "position": position, "n": cell["n"],
+             "expected": round(cell["expected"], 3), "deviation": cell["deviation"]}
+            for (g, position), cell in sorted(groups.items())]
 
 
-def _grouped_cells(cells, *, size: int, items: int) -> list[dict[str, Any]]:
-    """``heatmap_rows``' groups from (group, position, n, expected, deviation) cells: the first cell furthest
-    from 0 wins each group's position."""
-    groups: dict[tuple[int, int], tuple[int, float, float]] = {}
-    for g, position, n, expected, deviation in cells:
-        cell = groups.get((g, position))
-        if cell is None or abs(deviation) > abs(cell[2]):
-            groups[(g, position)] = (n, expected, deviation)
-    return [{"item": f"items {g * size + 1}-{min((g + 1) * size, items)} (worst)", "block": "",
-             "position": position, "n": n, "expected": round(expected, 3), "deviation": deviation}
-            for (g, position), (n, expected, deviation) in sorted(groups.items())]
+def _group_label(g: int, size: int, items: int) -> str:
+    return f"items {g * size + 1}-{min((g + 1) * size, items)} (worst)"
 
 
 def position_heatmap(study: Study, limit: int = HEATMAP_ROWS) -> list[dict[str, Any]]:
-    """``heatmap_rows(position_coverage(study))`` without a dict per cell: at 16,000 items the dashboard's
-    share of Python time was mostly those 32,000 dicts."""
+    """``heatmap_rows(position_coverage(study), limit)``, without a dict or a rounding per cell: at 16,000
+    items those 32,000 dicts and 64,000 roundings were most of the dashboard's Python time.
+
+    A cell is rounded only when it is further from 0 than the one its group holds: the rounded distance
+    never decreases as the distance grows, so a cell no further from 0 cannot beat the held one once rounded,
+    and one further away beats it only if it still is once both are rounded (``heatmap_rows``' rule)."""
     items = _item_positions(study)
     if len(items) <= limit:
         return _coverage_dicts(items)
     size = -(-len(items) // limit)
-    return _grouped_cells(((i // size, position, n, round(expected, 3), round(n - expected, 3))
-                           for i, (_, _, cells, expected) in enumerate(items) for position, n in cells),
-                          size=size, items=len(items))
+    groups: dict[tuple[int, int], tuple[float, int, float]] = {}  # (group, position): (distance, n, expected)
+    for i, (_, _, by_position, block_positions) in enumerate(items):
+        g = i // size
+        expected = sum(by_position.values()) / len(block_positions)
+        for position in block_positions:
+            n = by_position.get(position, 0)
+            distance = abs(n - expected)
+            held = groups.get((g, position))
+            if held is None or (distance > held[0] and round(distance, 3) > round(held[0], 3)):
+                groups[(g, position)] = (distance, n, expected)
+    return [{"item": _group_label(g, size, len(items)), "block": "", "position": position, "n": n,
+             "expected": round(expected, 3), "deviation": round(n - expected, 3)}
+            for (g, position), (_, n, expected) in sorted(groups.items())]
 
 
 def block_coverage(study: Study, counts: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
