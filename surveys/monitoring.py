@@ -64,8 +64,11 @@ def duration_summary(study: Study) -> dict[str, Any]:
 
 
 def attention_summary(study: Study) -> dict[str, int]:
+    # Through the study's attention checks (their visits are its participants'), not its participants: the
+    # planner then reads the checks' visits from their index whatever it believes of the tables' sizes, where
+    # from the participants it may visit every page of each (0.06-0.19 s at 2,000 participants, statistics stale).
     return BlockVisit.objects.filter(
-        participant__study=study, participant__is_preview=False, attention_check__isnull=False, submitted_at__isnull=False
+        attention_check__study=study, participant__is_preview=False, submitted_at__isnull=False
     ).aggregate(
         answered=Count("id"),
         failed=Count("id", filter=Q(attention_passed=False)),

@@ -1,4 +1,4 @@
-"""The dashboard's per-block counts (one pass over the visits, released assignments subtracted) and its
+"""The dashboard's attention-check counts (read through the study's checks), its per-block counts (one pass over the visits, released assignments subtracted) and its
 position counts (the study's placements less the previews'), against independent counts from the rows.
 
 The study: 12 prompts, 3 blocks per participant, r = 4, filled half by scripted participants, some of whom
@@ -17,7 +17,8 @@ from surveys.coverage import block_counts
 from surveys.definition import parse_definition
 from surveys.loader import study_load
 from surveys.models import BlockAssignment, BlockVisit, ItemPlacement
-from surveys.monitoring import dashboard_snapshot, heatmap_rows, position_coverage, position_heatmap
+from surveys.monitoring import (attention_summary, dashboard_snapshot, heatmap_rows, position_coverage,
+                                position_heatmap)
 from tests.support.generated_outputs import definition_from_outputs, outputs_rows
 from tests.support.researcher import fill_with_bots
 
@@ -102,3 +103,18 @@ def test_the_grouped_heatmap_is_heatmap_rows_of_the_coverage(with_preview):
     coverage = position_coverage(with_preview)
     for limit in (1, 5, 7):  # 24 items: groups of 24, 5 and 4 items
         assert position_heatmap(with_preview, limit=limit) == heatmap_rows(coverage, limit=limit)
+
+
+def test_attention_counts_are_the_submitted_checks_of_participants_not_previews(filled):
+    preview = services.participant_enroll(study=filled, external_id="preview-1", is_preview=True, seed=9)
+    for page in bot_selectors.participant_pages(participant=preview):
+        services.visit_mark_shown(visit_id=page.visit.pk)
+    checks = pd.DataFrame(
+        BlockVisit.objects.filter(participant__study=filled, attention_check__isnull=False)
+        .values_list("participant_id", "submitted_at", "attention_passed", "participant__is_preview"),
+        columns=["participant", "submitted_at", "passed", "preview"])
+    answered = checks[~checks["preview"] & checks["submitted_at"].notna()]
+    failed = answered[answered["passed"] == False]  # noqa: E712 (a column of True, False and None)
+    assert len(failed) and checks["preview"].any()  # failures to count, and a preview to leave out
+    assert attention_summary(filled) == {"answered": len(answered), "failed": len(failed),
+                                         "participants_failing": failed["participant"].nunique()}
