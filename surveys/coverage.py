@@ -10,38 +10,63 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from django.db.models import Count, Exists, OuterRef
+from django.db.models import Count, Exists, OuterRef, Q
 
-from .models import Block, BlockAssignment, BlockTally, BlockVisit, Study
+from .models import Block, BlockAssignment, BlockVisit, Study
 
 COVERAGE_COLUMNS = ["block_id", "scenario", "judgements_per_block", "judged", "allocated", "missing", "complete"]
 #: The blocks furthest from r that the dashboard lists.
 GAPS_LISTED = 10
 
 
-def block_coverage_rows(study: Study) -> list[dict[str, Any]]:
-    """One row per block, in the definition's order (``COVERAGE_COLUMNS``).
+def block_counts(study: Study) -> list[dict[str, Any]]:
+    """Every block of the study in the definition's order, with what its visits count: ``visits`` (pages given),
+    ``shown``, ``answered`` (submitted), ``judged`` (submitted and not released) and ``allocated`` (the counter).
+
+    Three queries: one pass over the study's block visits, the released assignments that were submitted, and
+    the blocks. ``judged`` is ``answered`` less those: a participant visits a block once and is assigned it once,
+    so each released assignment with a submitted visit takes exactly one visit out, and an anti-join of every
+    visit against the assignments (two passes over the visits, 0.2 s at 40,000 visits) is not needed.
+    Previews count nowhere."""
+    counted = {
+        block_id: (visits, shown, answered) for block_id, visits, shown, answered in
+        BlockVisit.objects.filter(participant__study=study, participant__is_preview=False, block__isnull=False)
+        .values_list("block_id")
+        .annotate(visits=Count("pk"), shown=Count("pk", filter=Q(shown_at__isnull=False)),
+                  answered=Count("pk", filter=Q(submitted_at__isnull=False)))
+        .order_by().values_list("block_id", "visits", "shown", "answered")
+    }
+    submitted = BlockVisit.objects.filter(participant_id=OuterRef("participant_id"), block_id=OuterRef("block_id"),
+                                          submitted_at__isnull=False)
+    released = dict(
+        BlockAssignment.objects.filter(study=study, state=BlockAssignment.State.RELEASED,
+                                       participant__is_preview=False)
+        .filter(Exists(submitted)).values_list("block_id").annotate(n=Count("pk")).order_by()
+        .values_list("block_id", "n")
+    )
+    blocks = []
+    for block_id, key, scenario, allocated in Block.objects.filter(study=study).order_by("order", "pk").values_list(
+            "pk", "key", "scenario__key", "tally__allocated"):
+        visits, shown, answered = counted.get(block_id, (0, 0, 0))
+        blocks.append({"id": block_id, "key": key, "scenario": scenario, "visits": visits, "shown": shown,
+                       "answered": answered, "judged": answered - released.get(block_id, 0),
+                       "allocated": allocated or 0})
+    return blocks
+
+
+def block_coverage_rows(study: Study, counts: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """One row per block, in the definition's order (``COVERAGE_COLUMNS``), from ``block_counts`` (read here
+    unless given).
 
     ``allocated``: participants the block is allocated to now (holding it or done); blank when everyone judges
     every block. ``judgements_per_block`` (r) is blank then too, and so are ``missing`` and ``complete``."""
     r = study.judgements_per_block
-    released = BlockAssignment.objects.filter(
-        participant_id=OuterRef("participant_id"), block_id=OuterRef("block_id"), state=BlockAssignment.State.RELEASED
-    )
-    judged = dict(
-        BlockVisit.objects.filter(participant__study=study, participant__is_preview=False, block__isnull=False,
-                                  submitted_at__isnull=False)
-        .filter(~Exists(released))
-        .values_list("block_id").annotate(n=Count("pk")).order_by().values_list("block_id", "n")
-    )
-    allocated = dict(BlockTally.objects.filter(study=study).values_list("block_id", "allocated")) if r else {}
     rows = []
-    for block_id, key, scenario in Block.objects.filter(study=study).order_by("order", "pk").values_list(
-            "pk", "key", "scenario__key"):
-        n = judged.get(block_id, 0)
+    for block in block_counts(study) if counts is None else counts:
+        n = block["judged"]
         rows.append({
-            "block_id": key, "scenario": scenario, "judgements_per_block": r, "judged": n,
-            "allocated": allocated.get(block_id, 0) if r else None,
+            "block_id": block["key"], "scenario": block["scenario"], "judgements_per_block": r, "judged": n,
+            "allocated": block["allocated"] if r else None,
             "missing": max(r - n, 0) if r else None, "complete": n >= r if r else None,
         })
     return rows

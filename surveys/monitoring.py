@@ -11,8 +11,8 @@ from django.db.models import Count, Max, Q, Sum
 from django.db.models.functions import TruncHour
 
 from . import clock
-from .coverage import coverage_summary
-from .models import Block, BlockVisit, ConsentDecline, Item, ItemPlacement, Participant, Study, TurnAway
+from .coverage import block_counts, block_coverage_rows, coverage_summary
+from .models import BlockVisit, ConsentDecline, Item, ItemPlacement, Participant, Study, TurnAway
 from .places import live_hold
 
 IDLE_AFTER = timedelta(minutes=15)
@@ -64,13 +64,54 @@ def duration_summary(study: Study) -> dict[str, Any]:
 
 
 def attention_summary(study: Study) -> dict[str, int]:
+    # Through the study's attention checks (their visits are its participants'), not its participants: the
+    # planner then reads the checks' visits from their index whatever it believes of the tables' sizes, where
+    # from the participants it may visit every page of each (0.06-0.19 s at 2,000 participants, statistics stale).
     return BlockVisit.objects.filter(
-        participant__study=study, participant__is_preview=False, attention_check__isnull=False, submitted_at__isnull=False
+        attention_check__study=study, participant__is_preview=False, submitted_at__isnull=False
     ).aggregate(
         answered=Count("id"),
         failed=Count("id", filter=Q(attention_passed=False)),
         participants_failing=Count("participant", filter=Q(attention_passed=False), distinct=True),
     )
+
+
+def _position_counts(study: Study) -> dict[int, dict[int, int]]:
+    """Showings per item and position, previews left out: item id -> {position: n}, positions never used absent.
+
+    Grouped over the placements of the study's items (a hash join to 16,000 items), less the previews' (a few
+    participants): filtering by participant instead joins every placement to its visit and participant, three
+    times the work at 80,000 placements."""
+    counted: dict[int, dict[int, int]] = {}
+    for item_id, position, n in (ItemPlacement.objects.filter(item__study=study)
+                                 .values_list("item_id", "position").annotate(n=Count("pk")).order_by()
+                                 .values_list("item_id", "position", "n")):
+        counted.setdefault(item_id, {})[position] = n
+    for item_id, position, n in (ItemPlacement.objects.filter(visit__participant__study=study,
+                                                              visit__participant__is_preview=True)
+                                 .values_list("item_id", "position").annotate(n=Count("pk")).order_by()
+                                 .values_list("item_id", "position", "n")):
+        by_position = counted[item_id]
+        by_position[position] -= n
+        if not by_position[position]:  # shown in previews only: as if never shown
+            del by_position[position]
+            if not by_position:
+                del counted[item_id]
+    return counted
+
+
+def _item_positions(study: Study) -> list[tuple[str, str, dict[int, int], list[int]]]:
+    """Per item shown at least once, in the definition's order: its key, its block's key, its showings per
+    position and the positions its block used (sorted; where the item was never shown, it counts 0)."""
+    counted = _position_counts(study)
+    items = [(item_id, key, block) for item_id, key, block in
+             Item.objects.filter(study=study).order_by("block__order", "option", "pk")
+             .values_list("pk", "key", "block__key") if item_id in counted]
+    positions: dict[str, set[int]] = {}
+    for item_id, _, block in items:
+        positions.setdefault(block, set()).update(counted[item_id])
+    sorted_positions = {block: sorted(used) for block, used in positions.items()}
+    return [(key, block, counted[item_id], sorted_positions[block]) for item_id, key, block in items]
 
 
 def position_coverage(study: Study) -> list[dict[str, Any]]:
@@ -81,36 +122,16 @@ def position_coverage(study: Study) -> list[dict[str, Any]]:
     is observed minus expected, so the heatmap shows imbalance rather than raw counts, where a
     difference of one looks as stark as a real skew.
     """
-    # Grouped by ids only (no join to items and blocks in the aggregate), then named from one read of the items:
-    # at 16,000 items this halves the time.
-    counted = (
-        ItemPlacement.objects.filter(visit__participant__study=study, visit__participant__is_preview=False)
-        .values_list("item_id", "position").annotate(n=Count("pk")).order_by().values_list("item_id", "position", "n")
-    )
-    by_item: dict[int, list[tuple[int, int]]] = {}
-    for item_id, position, n in counted:
-        by_item.setdefault(item_id, []).append((position, n))
-    rows = [
-        {"item__key": key, "item__block__key": block, "position": position, "n": n}
-        for item_id, key, block in Item.objects.filter(study=study).order_by("block__order", "option", "pk")
-        .values_list("pk", "key", "block__key") if item_id in by_item
-        for position, n in sorted(by_item[item_id])
-    ]
-    positions: dict[str, set[int]] = {}
-    counts: dict[str, dict[int, int]] = {}
-    blocks: dict[str, str] = {}
-    for r in rows:
-        positions.setdefault(r["item__block__key"], set()).add(r["position"])
-        counts.setdefault(r["item__key"], {})[r["position"]] = r["n"]
-        blocks[r["item__key"]] = r["item__block__key"]
+    return _coverage_dicts(_item_positions(study))
+
+
+def _coverage_dicts(items: list[tuple[str, str, dict[int, int], list[int]]]) -> list[dict[str, Any]]:
     coverage = []
-    for item, by_position in counts.items():  # insertion order: the query's block and option order
-        block_positions = sorted(positions[blocks[item]])
+    for item, block, by_position, block_positions in items:
         expected = sum(by_position.values()) / len(block_positions)
-        for position in block_positions:
-            n = by_position.get(position, 0)
-            coverage.append({"item": item, "block": blocks[item], "position": position, "n": n,
-                             "expected": round(expected, 3), "deviation": round(n - expected, 3)})
+        coverage.extend({"item": item, "block": block, "position": position, "n": by_position.get(position, 0),
+                         "expected": round(expected, 3), "deviation": round(by_position.get(position, 0) - expected, 3)}
+                        for position in block_positions)
     return coverage
 
 
@@ -123,7 +144,8 @@ def heatmap_rows(coverage: list[dict[str, Any]], limit: int = HEATMAP_ROWS) -> l
     items (in the definition's order) grouped into at most ``limit`` rows, each cell showing the item of its
     group whose deviation is furthest from 0, with that item's own ``n`` and ``expected`` (the worst
     imbalance is what the researcher looks for, and the hover's observed - expected must equal the colour).
-    8,000 blocks of two responses gave 32,000 cells and a 3.4 MB snapshot; grouped, a few hundred."""
+    8,000 blocks of two responses gave 32,000 cells and a 3.4 MB snapshot; grouped, a few hundred.
+    The first cell of a group at a position wins ties (of the deviations as rounded)."""
     items = list(dict.fromkeys(row["item"] for row in coverage))
     if len(items) <= limit:
         return coverage
@@ -135,23 +157,46 @@ def heatmap_rows(coverage: list[dict[str, Any]], limit: int = HEATMAP_ROWS) -> l
         cell = groups.get((g, row["position"]))
         if cell is None or abs(row["deviation"]) > abs(cell["deviation"]):
             groups[(g, row["position"])] = {"n": row["n"], "expected": row["expected"], "deviation": row["deviation"]}
-    return [{"item": f"items {g * size + 1}-{min((g + 1) * size, len(items))} (worst)", "block": "",
-             "position": position, "n": cell["n"], "expected": round(cell["expected"], 3),
-             "deviation": cell["deviation"]}
+    return [{"item": _group_label(g, size, len(items)), "block": "", "position": position, "n": cell["n"],
+             "expected": round(cell["expected"], 3), "deviation": cell["deviation"]}
             for (g, position), cell in sorted(groups.items())]
 
 
-def block_coverage(study: Study) -> list[dict[str, Any]]:
-    counted = dict(
-        (block_id, (shown, answered)) for block_id, shown, answered in
-        BlockVisit.objects.filter(participant__study=study, participant__is_preview=False, block__isnull=False)
-        .values_list("block_id")
-        .annotate(shown=Count("pk", filter=Q(shown_at__isnull=False)), answered=Count("pk", filter=Q(submitted_at__isnull=False)))
-        .order_by().values_list("block_id", "shown", "answered")
-    )
-    return [{"block": key, "shown": counted[block_id][0], "answered": counted[block_id][1]}
-            for block_id, key in Block.objects.filter(study=study).order_by("order", "pk").values_list("pk", "key")
-            if block_id in counted]
+def _group_label(g: int, size: int, items: int) -> str:
+    return f"items {g * size + 1}-{min((g + 1) * size, items)} (worst)"
+
+
+def position_heatmap(study: Study, limit: int = HEATMAP_ROWS) -> list[dict[str, Any]]:
+    """``heatmap_rows(position_coverage(study), limit)``, without a dict or a rounding per cell: at 16,000
+    items those 32,000 dicts and 64,000 roundings were most of the dashboard's Python time.
+
+    A cell is rounded only when it is further from 0 than the one its group holds: the rounded distance
+    never decreases as the distance grows, so a cell no further from 0 cannot beat the held one once rounded,
+    and one further away beats it only if it still is once both are rounded (``heatmap_rows``' rule)."""
+    items = _item_positions(study)
+    if len(items) <= limit:
+        return _coverage_dicts(items)
+    size = -(-len(items) // limit)
+    groups: dict[tuple[int, int], tuple[float, int, float]] = {}  # (group, position): (distance, n, expected)
+    for i, (_, _, by_position, block_positions) in enumerate(items):
+        g = i // size
+        expected = sum(by_position.values()) / len(block_positions)
+        for position in block_positions:
+            n = by_position.get(position, 0)
+            distance = abs(n - expected)
+            held = groups.get((g, position))
+            if held is None or (distance > held[0] and round(distance, 3) > round(held[0], 3)):
+                groups[(g, position)] = (distance, n, expected)
+    return [{"item": _group_label(g, size, len(items)), "block": "", "position": position, "n": n,
+             "expected": round(expected, 3), "deviation": round(n - expected, 3)}
+            for (g, position), (_, n, expected) in sorted(groups.items())]
+
+
+def block_coverage(study: Study, counts: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """Shown and answered per block that has been given to anyone, from ``coverage.block_counts`` (read here
+    unless given)."""
+    return [{"block": block["key"], "shown": block["shown"], "answered": block["answered"]}
+            for block in (block_counts(study) if counts is None else counts) if block["visits"]]
 
 
 def last_activity(study: Study):
@@ -159,12 +204,13 @@ def last_activity(study: Study):
 
 
 def dashboard_snapshot(study: Study) -> dict[str, Any]:
+    counts = block_counts(study)  # one read for both the shown/answered table and the coverage
     return {
         "funnel": study_funnel(study),
         "completions_by_hour": completions_by_hour(study),
         "durations": duration_summary(study),
         "attention": attention_summary(study),
-        "block_coverage": block_coverage(study),
-        "position_coverage": heatmap_rows(position_coverage(study)),
-        "coverage": coverage_summary(study),
+        "block_coverage": block_coverage(study, counts),
+        "position_coverage": position_heatmap(study),
+        "coverage": coverage_summary(study, block_coverage_rows(study, counts)),
     }
