@@ -7,7 +7,7 @@ from datetime import timedelta
 from statistics import median
 from typing import Any
 
-from django.db.models import Count, Max, Q, Sum
+from django.db.models import Count, Q, Sum
 from django.db.models.functions import TruncHour
 
 from . import clock
@@ -152,10 +152,6 @@ def block_coverage(study: Study) -> list[dict[str, Any]]:
     return [{"block": key, "shown": counted[block_id][0], "answered": counted[block_id][1]}
             for block_id, key in Block.objects.filter(study=study).order_by("order", "pk").values_list("pk", "key")
             if block_id in counted]
-
-
-def last_activity(study: Study):
-    return Participant.objects.filter(study=study, is_preview=False).aggregate(at=Max("last_seen_at"))["at"]
 
 
 def dashboard_snapshot(study: Study) -> dict[str, Any]:
