@@ -347,14 +347,6 @@ def export_csv(*, run: AnalysisRun, what: str) -> tuple[list[str], Iterator[Batc
     return list(header), batches
 
 
-def export_lines(*, run: AnalysisRun, what: str) -> Iterator[list[str]]:
-    """The rows of one export as CSV-safe strings, header first."""
-    header, batches = export_csv(run=run, what=what)
-    yield header
-    for batch in batches:
-        yield from map(list, batch)
-
-
 def export_write(*, study: Study, what: str, out_dir: Path) -> Path:
     """Write one export of the latest finished run into ``out_dir``; returns the file path."""
     run = export_run(study=study)

@@ -93,14 +93,22 @@ class ParticipantResult(models.Model):
         ]
 
 
-class ResultTable(models.Model):
-    """One tidy table of a run (filter_flow, win_table, ttests, ...), stored as records."""
+class StoredTable(models.Model):
+    """One tidy table of a run, stored as records; each kind of run has its own table model, with its ``run``."""
 
-    run = models.ForeignKey(AnalysisRun, on_delete=models.CASCADE, related_name="tables")
     name = models.CharField(max_length=60)
     columns = models.JSONField(default=list)
     rows = models.JSONField(default=list)
     note = models.TextField(blank=True)
+
+    class Meta:
+        abstract = True
+
+
+class ResultTable(StoredTable):
+    """One table of an analysis run (filter_flow, win_table, ttests, ...)."""
+
+    run = models.ForeignKey(AnalysisRun, on_delete=models.CASCADE, related_name="tables")
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["run", "name"], name="result_table_unique_name")]
@@ -163,14 +171,10 @@ class MetricsRun(models.Model):
         return f"metrics run {self.pk} of {self.study_id} ({self.status})"
 
 
-class MetricsTable(models.Model):
-    """One tidy table of a metrics run, stored as records like ``ResultTable``."""
+class MetricsTable(StoredTable):
+    """One table of a metrics run."""
 
     run = models.ForeignKey(MetricsRun, on_delete=models.CASCADE, related_name="tables")
-    name = models.CharField(max_length=60)
-    columns = models.JSONField(default=list)
-    rows = models.JSONField(default=list)
-    note = models.TextField(blank=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["run", "name"], name="metrics_table_unique_name")]

@@ -53,7 +53,7 @@ from threadpoolctl import threadpool_limits
 from analysis import fanout, frames, metrics_run, pipeline, quality, registry, selectors
 from analysis.design import Design, study_design
 from analysis.metrics import MetricsUnavailable
-from analysis.models import AnalysisRun, MetricsRun, MetricsTable, ParticipantResult, ResultTable
+from analysis.models import AnalysisRun, MetricsRun, MetricsTable, ParticipantResult, ResultTable, StoredTable
 from analysis.quality import QualityResult
 from surveys import withdrawal
 from surveys.allocation import allocation_reconcile
@@ -73,7 +73,7 @@ class RunKind:
     """What differs between analysis runs and metrics runs: their rows, tables and task."""
 
     model: type[models.Model]
-    table_model: type[models.Model]
+    table_model: type[StoredTable]
     task_name: str
     label: str
 

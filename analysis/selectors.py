@@ -139,14 +139,6 @@ def free_text_answers(*, study: Study, question: str = "", block: str = "", cont
     )
 
 
-def result_tables(*, run: AnalysisRun) -> dict[str, pd.DataFrame]:
-    """Every persisted table of a finished run, by name (one query)."""
-    return {
-        table.name: pd.DataFrame(table.rows, columns=table.columns)
-        for table in ResultTable.objects.filter(run=run, run__status=AnalysisRun.Status.DONE).order_by("name")
-    }
-
-
 # Ids beyond a 64-bit integer cannot exist; asking the database for one fails
 # (SQLite: OverflowError, PostgreSQL: out of range) instead of finding nothing.
 _MAX_ID = 2**63 - 1

@@ -1,4 +1,4 @@
-"""Serializers of the analysis API: runs, result tables, exports and imports."""
+"""Serializers of the analysis API: runs, result tables, exports, imports and ratings."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from rest_framework import serializers
 
 from analysis.forms import MAX_UPLOAD_BYTES
 from analysis.models import AnalysisRun
-from surveys.models import BlockVisit
-from surveys.serializers import QuerySerializer
+from surveys import limits
+from surveys.models import BlockVisit, Participant
+from surveys.serializers import ParticipantFilterSerializer, QuerySerializer
 
 LEVELS = ("participant", "rating")
 
@@ -202,3 +203,30 @@ class ChoiceRecordSerializer(serializers.Serializer):
                                                                "shows letters, otherwise the source label")
     position = serializers.IntegerField()
     choice = serializers.ChoiceField(choices=["most", "least"])
+
+
+# --- the ratings API (analysis.ratings_api) ---------------------------------------------------------
+
+
+class RatingRowSerializer(serializers.Serializer):
+    participant_id = serializers.CharField()
+    block_id = serializers.CharField()
+    response_id = serializers.CharField()
+    dimension = serializers.CharField(source="dimension_key")
+    position = serializers.IntegerField()
+    rating = serializers.IntegerField()
+    rank = serializers.IntegerField(allow_null=True)
+    block_order = serializers.IntegerField(help_text="the block's place among the participant's blocks (1, 2, ...; "
+                                                     "attention checks not counted)")
+    seconds_on_block = serializers.FloatField(allow_null=True, help_text="seconds from showing the block to its "
+                                                                         "submission; null if either is missing")
+    rank_changed = serializers.BooleanField(allow_null=True, help_text="the block's final ranking differs from the "
+                                                                       "order shown; null when the block has no ranks")
+
+
+class RatingFilterSerializer(ParticipantFilterSerializer):
+    status = serializers.ChoiceField(choices=Participant.Status.choices, required=False,
+                                     help_text="the participant's status")
+    block_id = serializers.CharField(required=False, max_length=limits.KEY, trim_whitespace=False)
+    response_id = serializers.CharField(required=False, max_length=limits.ITEM_KEY, trim_whitespace=False)
+    dimension = serializers.CharField(required=False, max_length=limits.KEY, trim_whitespace=False)

@@ -32,6 +32,9 @@ Made deterministic rather than stripped:
 
 - each study's pseudonym key (random at creation) is set from its slug, so
   pseudonyms and the per-study response orders repeat;
+- while the bots run, ``secrets`` draws from each study's seed: the participant
+  ids of open links and invited raters, and the block-order seed of everyone who
+  enrols through the pages;
 - the bots' simulated clock starts from a fixed instant (``simulate_participants``
   spreads start times back from ``django.utils.timezone.now``, fixed while it runs);
 - each run's finish time (the zip's README names it) is set to that instant too;
@@ -47,14 +50,18 @@ Nothing is normalised: two runs of the same code give byte-identical files.
 from __future__ import annotations
 
 import argparse
+import base64
 import hashlib
 import json
 import os
+import random
 import sys
 import tempfile
 import zipfile
+from collections.abc import Callable
 from datetime import datetime, timezone
 from io import BytesIO, StringIO
+from typing import Any
 from pathlib import Path
 from unittest import mock
 
@@ -119,13 +126,28 @@ def _load_studies(folder: Path) -> None:
         Study.objects.filter(pk=study.pk).update(pseudonym_key=hashlib.sha256(study.slug.encode()).hexdigest())
 
 
+def _seeded_secrets(seed: int) -> dict[str, Callable[..., Any]]:
+    """Stand-ins for the ``secrets`` functions, repeating from ``seed``: the ids of open-link and invited
+    participants are drawn from them, and so are the block orders of everyone who enrols through the pages."""
+    rng = random.Random(seed)
+
+    def token_hex(nbytes: int = 32) -> str:
+        return rng.randbytes(nbytes).hex()
+
+    def token_urlsafe(nbytes: int = 32) -> str:
+        return base64.urlsafe_b64encode(rng.randbytes(nbytes)).rstrip(b"=").decode("ascii")
+
+    return {"token_hex": token_hex, "token_urlsafe": token_urlsafe, "randbits": rng.getrandbits}
+
+
 def _fill_with_bots() -> None:
     from django.core.management import call_command
 
     with mock.patch("django.utils.timezone.now", return_value=FIXED_NOW):
         for slug, n in BOTS.items():
             out = StringIO()
-            call_command("simulate_participants", study=slug, n=n, seed=SEEDS[slug], stdout=out)
+            with mock.patch.multiple("secrets", **_seeded_secrets(SEEDS[slug])):
+                call_command("simulate_participants", study=slug, n=n, seed=SEEDS[slug], stdout=out)
             print(out.getvalue().strip(), flush=True)
 
 

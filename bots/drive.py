@@ -66,10 +66,6 @@ class BotRun:
     acknowledged: list[Ack] = field(default_factory=list)
     simulated_seconds: float = 0.0
 
-    @property
-    def answers_by_visit(self) -> dict[int, dict[str, str]]:
-        return {s.visit_id: s.fields for s in self.submitted if s.visit_id is not None}
-
 
 class SimulatedClock:
     def __init__(self, start: datetime):

@@ -1,7 +1,7 @@
 from django.urls import path
 
 from analysis import api as analysis_api
-from analysis import metrics_api
+from analysis import metrics_api, ratings_api
 from audit import api as audit_api
 from judges import api as judges_api
 from surveys import api as survey_api
@@ -11,7 +11,7 @@ urlpatterns = [
     path("studies/load/", survey_api.StudyLoad.as_view(), name="api-study-load"),
     path("studies/<slug:slug>/", survey_api.StudyDetail.as_view(), name="api-study-detail"),
     path("studies/<slug:slug>/participants/", survey_api.ParticipantList.as_view(), name="api-participants"),
-    path("studies/<slug:slug>/ratings/", survey_api.RatingList.as_view(), name="api-ratings"),
+    path("studies/<slug:slug>/ratings/", ratings_api.RatingList.as_view(), name="api-ratings"),
     # Analysis runs: POST starts one (202), then poll its status URL.
     path("studies/<slug:slug>/runs/", analysis_api.RunList.as_view(), name="api-runs"),
     path("studies/<slug:slug>/runs/<int:run_id>/", analysis_api.RunDetail.as_view(), name="api-study-run-detail"),

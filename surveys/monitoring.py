@@ -7,7 +7,7 @@ from datetime import timedelta
 from statistics import median
 from typing import Any
 
-from django.db.models import Count, Max, Q, Sum
+from django.db.models import Count, Q, Sum
 from django.db.models.functions import TruncHour
 
 from . import clock
@@ -197,10 +197,6 @@ def block_coverage(study: Study, counts: list[dict[str, Any]] | None = None) -> 
     unless given)."""
     return [{"block": block["key"], "shown": block["shown"], "answered": block["answered"]}
             for block in (block_counts(study) if counts is None else counts) if block["visits"]]
-
-
-def last_activity(study: Study):
-    return Participant.objects.filter(study=study, is_preview=False).aggregate(at=Max("last_seen_at"))["at"]
 
 
 def dashboard_snapshot(study: Study) -> dict[str, Any]:

@@ -1,6 +1,5 @@
 from rest_framework import serializers
 
-from . import limits
 from .models import Participant, Study
 
 
@@ -40,22 +39,6 @@ class ParticipantSerializer(serializers.ModelSerializer):
         extra_kwargs = {"demographics": {"help_text": "answers to the study's demographic questions, by question key"}}
 
 
-class RatingRowSerializer(serializers.Serializer):
-    participant_id = serializers.CharField()
-    block_id = serializers.CharField()
-    response_id = serializers.CharField()
-    dimension = serializers.CharField(source="dimension_key")
-    position = serializers.IntegerField()
-    rating = serializers.IntegerField()
-    rank = serializers.IntegerField(allow_null=True)
-    block_order = serializers.IntegerField(help_text="the block's place among the participant's blocks (1, 2, ...; "
-                                                     "attention checks not counted)")
-    seconds_on_block = serializers.FloatField(allow_null=True, help_text="seconds from showing the block to its "
-                                                                         "submission; null if either is missing")
-    rank_changed = serializers.BooleanField(allow_null=True, help_text="the block's final ranking differs from the "
-                                                                       "order shown; null when the block has no ranks")
-
-
 class QuerySerializer(serializers.Serializer):
     """The parameters of a query string. An empty one (``?dimension=``) is refused
     (400), as the schema's minLength says: DRF reads an empty form value of an
@@ -77,11 +60,3 @@ class QuerySerializer(serializers.Serializer):
 class ParticipantFilterSerializer(QuerySerializer):
     status = serializers.ChoiceField(choices=Participant.Status.choices, required=False)
     participant_id = serializers.CharField(required=False, max_length=64, trim_whitespace=False, help_text="a pseudonym")
-
-
-class RatingFilterSerializer(ParticipantFilterSerializer):
-    status = serializers.ChoiceField(choices=Participant.Status.choices, required=False,
-                                     help_text="the participant's status")
-    block_id = serializers.CharField(required=False, max_length=limits.KEY, trim_whitespace=False)
-    response_id = serializers.CharField(required=False, max_length=limits.ITEM_KEY, trim_whitespace=False)
-    dimension = serializers.CharField(required=False, max_length=limits.KEY, trim_whitespace=False)

@@ -16,8 +16,10 @@ from __future__ import annotations
 import math
 import re
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import wraps
 
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import render
@@ -72,6 +74,30 @@ class Flow:
         return self.state.step if self.state else Step.CONSENT
 
 
+class Elsewhere(Exception):
+    """The participant is not at the step a view serves. ``response`` is what they get instead: the
+    redirect to their current step, or the page saying why this session has no participant."""
+
+    def __init__(self, response: HttpResponse):
+        super().__init__(response)
+        self.response = response
+
+
+def participant_view(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """A participant view that finds the participant with ``_load_flow``, ``_flow_at`` or ``_draft_flow``:
+    when they raise ``Elsewhere``, its response is the view's answer. Innermost, so that the other
+    decorators (no caching, the study's language) treat it like any response of the view."""
+
+    @wraps(view)
+    def wrapped(request: HttpRequest, slug: str, *args, **kwargs) -> HttpResponse:
+        try:
+            return view(request, slug, *args, **kwargs)
+        except Elsewhere as elsewhere:
+            return elsewhere.response
+
+    return wrapped
+
+
 def _see_other(url: str) -> HttpResponse:
     response = HttpResponseRedirect(url)
     response.status_code = 303
@@ -94,15 +120,15 @@ def _study_or_404(slug: str) -> Study:
     return study
 
 
-def _load_flow(request: HttpRequest, slug: str) -> Flow | HttpResponse:
-    """The participant behind this session, or the page explaining why there is none."""
+def _load_flow(request: HttpRequest, slug: str) -> Flow:
+    """The participant behind this session; raises ``Elsewhere`` with the page explaining why there is none."""
     entry = request.session.get(_session_key(slug))
     if not entry:
-        return render(request, "surveys/session_expired.html", {"slug": slug}, status=200)
+        raise Elsewhere(render(request, "surveys/session_expired.html", {"slug": slug}, status=200))
     if entry.get("rater_link_id") and not rater_links.rater_link_is_active(link_id=entry["rater_link_id"]):
         # The researchers revoked the link this session came in by.
         request.session.pop(_session_key(slug), None)
-        return _rater_link_refused(request, _study_or_404(slug), revoked=True)
+        raise Elsewhere(_rater_link_refused(request, _study_or_404(slug), revoked=True))
     participant_id = entry.get("participant_id")
     if participant_id is None:
         study = _study_or_404(slug)
@@ -111,22 +137,20 @@ def _load_flow(request: HttpRequest, slug: str) -> Flow | HttpResponse:
     if state is None:
         # The participant was removed (e.g. a preview reset by a reload of the study).
         request.session.pop(_session_key(slug), None)
-        return render(request, "surveys/session_expired.html", {"slug": slug}, status=200)
+        raise Elsewhere(render(request, "surveys/session_expired.html", {"slug": slug}, status=200))
     study_language_confirm(state.participant.study)
     return Flow(study=state.participant.study, participant=state.participant, state=state)
 
 
-def _flow_at(request: HttpRequest, slug: str, step: Step) -> Flow | HttpResponse:
-    """The flow when ``step`` is the current one; otherwise a redirect to the current one
-    (or the "time ran out" page when the participant's hold lapsed and the study is full)."""
+def _flow_at(request: HttpRequest, slug: str, step: Step) -> Flow:
+    """The flow when ``step`` is the current one; otherwise raises ``Elsewhere`` with a redirect to the
+    current one (or to the "time ran out" page when the participant's hold lapsed and the study is full)."""
     flow = _load_flow(request, slug)
-    if isinstance(flow, HttpResponse):
-        return flow
     if flow.participant and places.hold_needs_renewal(flow.participant):
         if not places.hold_renew(participant=flow.participant):
-            return _notice(slug, "time-up")
+            raise Elsewhere(_notice(slug, "time-up"))
     if flow.step != step:
-        return _go(slug, flow.step)
+        raise Elsewhere(_go(slug, flow.step))
     return flow
 
 
@@ -168,6 +192,7 @@ def _welcome_back(request: HttpRequest, flow: Flow) -> bool:
 
 @never_cache
 @in_study_language
+@participant_view
 def entry(request: HttpRequest, slug: str) -> HttpResponse:
     study = _study_or_404(slug)
     if study.recruitment_mode == Study.RecruitmentMode.OPEN:
@@ -191,8 +216,7 @@ def entry(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 def _resume(request: HttpRequest, slug: str) -> HttpResponse:
-    flow = _load_flow(request, slug)
-    return flow if isinstance(flow, HttpResponse) else _go(slug, flow.step)
+    return _go(slug, _load_flow(request, slug).step)
 
 
 def _begin(request: HttpRequest, study: Study, *, external_id: str, participant: Participant | None,
@@ -284,10 +308,9 @@ def _refuse_newcomer(request: HttpRequest, study: Study) -> HttpResponse | None:
 
 @never_cache
 @in_study_language
+@participant_view
 def consent(request: HttpRequest, slug: str) -> HttpResponse:
     flow = _flow_at(request, slug, Step.CONSENT)
-    if isinstance(flow, HttpResponse):
-        return flow
     if request.method == "POST":
         decision = request.POST.get("decision")
         if decision == "decline":
@@ -325,10 +348,9 @@ def _accept_consent(request: HttpRequest, study: Study) -> HttpResponse:
 
 @never_cache
 @in_study_language
+@participant_view
 def instructions(request: HttpRequest, slug: str) -> HttpResponse:
     flow = _flow_at(request, slug, Step.INSTRUCTIONS)
-    if isinstance(flow, HttpResponse):
-        return flow
     if request.method == "POST":
         services.participant_instructions_confirm(participant_id=flow.participant.pk)
         return _go(slug, Step.PAGE if flow.state.current_visit_id else Step.DEMOGRAPHICS)
@@ -340,10 +362,9 @@ def instructions(request: HttpRequest, slug: str) -> HttpResponse:
 
 @never_cache
 @in_study_language
+@participant_view
 def page(request: HttpRequest, slug: str) -> HttpResponse:
     flow = _flow_at(request, slug, Step.PAGE)
-    if isinstance(flow, HttpResponse):
-        return flow
     visit_id = flow.state.current_visit_id
     if request.method == "POST":
         return _submit_page(request, flow, visit_id)
@@ -413,10 +434,9 @@ def _conflict(request: HttpRequest, flow: Flow) -> HttpResponse:
 
 @never_cache
 @in_study_language
+@participant_view
 def demographics(request: HttpRequest, slug: str) -> HttpResponse:
     flow = _flow_at(request, slug, Step.DEMOGRAPHICS)
-    if isinstance(flow, HttpResponse):
-        return flow
     if request.method == "POST":
         form = _demographics_form(flow, data=request.POST)
         if form.is_valid():
@@ -447,10 +467,9 @@ def _demographics_form(flow: Flow, data, initial: dict[str, str] | None = None) 
 
 @never_cache
 @in_study_language
+@participant_view
 def done(request: HttpRequest, slug: str) -> HttpResponse:
     flow = _flow_at(request, slug, Step.DONE)
-    if isinstance(flow, HttpResponse):
-        return flow
     code = flow.participant.completion_code
     return_url = recruitment.completion_url_for(flow.study.completion_url, code)
     send_back = _send_back_once(request, flow, return_url)
@@ -473,10 +492,9 @@ def _send_back_once(request: HttpRequest, flow: Flow, return_url: str) -> bool:
 
 @never_cache
 @in_study_language
+@participant_view
 def exit_study(request: HttpRequest, slug: str) -> HttpResponse:
     flow = _load_flow(request, slug)
-    if isinstance(flow, HttpResponse):
-        return flow
     if flow.step in (Step.DONE, Step.EXITED):
         return _go(slug, flow.step)
     if request.method == "POST":
@@ -500,10 +518,9 @@ _VISIT_ID = re.compile(r"[0-9]{1,18}")
 @never_cache
 @require_POST
 @in_study_language
+@participant_view
 def page_draft(request: HttpRequest, slug: str) -> HttpResponse:
     flow = _draft_flow(request, slug, Step.PAGE)
-    if isinstance(flow, HttpResponse):
-        return flow
     posted = request.POST.get("visit", "")
     if not _VISIT_ID.fullmatch(posted):
         return _draft_refused(400, gettext_lazy("The draft does not say which page it belongs to (visit)."))
@@ -516,20 +533,21 @@ def page_draft(request: HttpRequest, slug: str) -> HttpResponse:
 @never_cache
 @require_POST
 @in_study_language
+@participant_view
 def demographics_draft(request: HttpRequest, slug: str) -> HttpResponse:
     flow = _draft_flow(request, slug, Step.DEMOGRAPHICS)
-    if isinstance(flow, HttpResponse):
-        return flow
     return _draft_keep(request, flow, None, _demographics_form(flow, data=None))
 
 
-def _draft_flow(request: HttpRequest, slug: str, step: Step) -> Flow | HttpResponse:
-    """The flow when ``step`` is the participant's current one; otherwise the refusal to send."""
-    flow = _load_flow(request, slug)
-    if isinstance(flow, HttpResponse):  # the page explaining the session has ended
-        return _draft_refused(403, DRAFT_NO_SESSION)
+def _draft_flow(request: HttpRequest, slug: str, step: Step) -> Flow:
+    """The flow when ``step`` is the participant's current one; otherwise raises ``Elsewhere`` with the
+    refusal to send (the page's script reads JSON, not the pages ``_load_flow`` would show)."""
+    try:
+        flow = _load_flow(request, slug)
+    except Elsewhere:  # the session has ended
+        raise Elsewhere(_draft_refused(403, DRAFT_NO_SESSION)) from None
     if flow.step != step:
-        return _draft_refused(409, DRAFT_NOT_CURRENT)
+        raise Elsewhere(_draft_refused(409, DRAFT_NOT_CURRENT))
     return flow
 
 

@@ -13,7 +13,7 @@ from django.views.decorators.cache import never_cache
 
 from . import selectors, withdrawal
 from .language import in_study_language
-from .views import _go, _load_flow, _page_context, _see_other, _session_key
+from .views import _go, _load_flow, _page_context, _see_other, _session_key, participant_view
 
 
 def _withdrawn_key(slug: str) -> str:
@@ -26,12 +26,11 @@ def _withdrawn_page(slug: str) -> HttpResponse:
 
 @never_cache
 @in_study_language
+@participant_view
 def withdraw(request: HttpRequest, slug: str) -> HttpResponse:
     if request.session.get(_withdrawn_key(slug)):
         return _withdrawn_page(slug)
     flow = _load_flow(request, slug)
-    if isinstance(flow, HttpResponse):
-        return flow
     if flow.participant is None or flow.participant.is_preview:
         # Nothing of theirs is stored before consent (and a preview records nothing).
         return _go(slug, flow.step)

@@ -240,6 +240,27 @@ def test_ratings_are_paginated_and_filterable(owner_api, filled):
     assert owner_api.get(url, {"status": "x"}).status_code == 400
 
 
+def test_a_page_of_ratings_read_before_a_withdrawal_loses_only_the_withdrawn_rows(filled):
+    """The page's rows and its visits are two reads: a participant who withdraws between them is left out."""
+    from django.db.models import F
+
+    from analysis.ratings_api import _with_visit_columns
+    from surveys import withdrawal
+
+    def page() -> list[dict]:
+        return list(Rating.objects.filter(placement__visit__participant__study=filled).order_by("id").values(
+            participant_id=F("placement__visit__participant__pseudonym"),
+            visit=F("placement__visit_id"), participant=F("placement__visit__participant_id")))
+
+    gone = Participant.objects.filter(study=filled, visits__placements__ratings__isnull=False).distinct().first()
+    whole = _with_visit_columns(page(), study_id=filled.pk)
+    rows = page()
+    withdrawal.participant_withdraw(participant_id=gone.pk, channel=withdrawal.Channel.RESEARCHER)
+    kept = _with_visit_columns(rows, study_id=filled.pk)
+    assert kept == [row for row in whole if row["participant_id"] != gone.pseudonym]
+    assert len(kept) < len(whole)
+
+
 # ---------------------------------------------------------------- schema and docs
 
 

@@ -194,13 +194,12 @@ def test_scenarios_csv_carries_each_conversation_as_json_and_the_codebook_descri
     # scenarios.csv is the study's scenarios, whoever took part: a run with no participants yet has it all
     # (three bots were filled in here before; nothing read their answers).
     run = finished_run(study)
-    rows = list(exports.export_lines(run=run, what="scenarios"))
+    archive = open_zip(run)
+    rows = read_csvs(archive)["scenarios.csv"]
     assert rows[0] == ["scenario", "label", "user_input", "context"]
     by_key = {row[0]: row for row in rows[1:]}
     assert sorted(by_key) == sorted(s["id"] for s in definition["scenarios"])
     assert json.loads(by_key["S1"][3]) == turns(3) and json.loads(by_key["S2"][3]) == []
     assert by_key["S1"][2] == "'=1+1 is what I asked"
-    archive = open_zip(run)
-    assert read_csvs(archive)["scenarios.csv"] == rows
     assert_zip_is_described(archive)
     assert "scenarios" in exports.exports_of(run)

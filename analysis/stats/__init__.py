@@ -29,58 +29,33 @@ Conventions shared by all tables:
 
 from __future__ import annotations
 
-
-
-from analysis.stats.comparisons import (
-    DESCRIPTIVES_COLUMNS, WILCOXON_COLUMNS, WIN_COLUMNS, WIN_SUMMARY_COLUMNS, win_summary_of_ratings, descriptives,
-    paired_zs_ft, sensitivity, win_summary, win_table,
+from analysis.stats import (
+    best_worst, comparisons, demographics, headline, paired_dimensions, pairwise, primitives, rankings, regional,
+    regression, reliability,
 )
-from analysis.stats.demographics import LEVELS, TTEST_COLUMNS, group_ttests, participant_groups
-from analysis.stats.primitives import (
-    ALPHA, CONFIDENCE, MISSING_ANSWERS, cohen_d, eta_squared, holm, mean_ci,
-    rank_biserial,
-)
-from analysis.stats.rankings import (
-    BRADLEY_TERRY_COLUMNS, FRIEDMAN_COLUMNS, POSITION_COLUMNS, RANK_SUMMARY_COLUMNS,
-    bradley_terry, friedman_by_block, plackett_luce, position_bias, rank_summary,
-)
-from analysis.stats.regional import (
-    ANOVA_COLUMNS, GAMES_HOWELL_COLUMNS, KRUSKAL_COLUMNS, REGION_MEANS_COLUMNS, WELCH_COLUMNS, region_means,
-    regional_anova, regional_games_howell, regional_kruskal, regional_welch,
-)
-from analysis.stats.regression import MODEL_COLUMNS, mixed_model, ordinal_model
-from analysis.stats.reliability import (
-    ALPHA_COLUMNS, JUDGE_COLUMNS, RATER_LOO_COLUMNS, alpha_from_values, krippendorff_alpha, rater_judge_agreement,
-    rater_loo_correlation,
-)
-from analysis.stats.best_worst import (
-    BEST_WORST_COLUMNS, BEST_WORST_SHARES_COLUMNS, best_worst_scores, best_worst_shares,
-)
-from analysis.stats.paired_dimensions import (
-    DIMENSION_WILCOXON_COLUMNS, PAIRING_LEVELS, TABLE_LEVELS, dimension_wilcoxon, valid_levels,
-)
-from analysis.stats.headline import (
-    DEMOGRAPHICS_COLUMNS, REFERENCE_COLUMNS, DemographicQuestion, demographics_table, reference_vs_systems,
-)
-from analysis.stats.pairwise import (
-    PAIRWISE_BT_COLUMNS, PAIRWISE_POSITION_COLUMNS, PAIRWISE_WIN_COLUMNS, pairwise_bradley_terry,
-    pairwise_position_bias, pairwise_win_rates,
-)
+# Each family names what it exports in its own ``__all__``; this package re-exports exactly those names.
+from analysis.stats.comparisons import *  # noqa: F403
+from analysis.stats.demographics import *  # noqa: F403
+from analysis.stats.primitives import *  # noqa: F403
+from analysis.stats.rankings import *  # noqa: F403
+from analysis.stats.regional import *  # noqa: F403
+from analysis.stats.regression import *  # noqa: F403
+from analysis.stats.reliability import *  # noqa: F403
+from analysis.stats.best_worst import *  # noqa: F403
+from analysis.stats.paired_dimensions import *  # noqa: F403
+from analysis.stats.headline import *  # noqa: F403
+from analysis.stats.pairwise import *  # noqa: F403
 
 __all__ = [
-    "ALPHA", "ALPHA_COLUMNS", "ANOVA_COLUMNS", "BEST_WORST_COLUMNS",
-    "BRADLEY_TERRY_COLUMNS", "CONFIDENCE", "DESCRIPTIVES_COLUMNS", "FRIEDMAN_COLUMNS",
-    "GAMES_HOWELL_COLUMNS", "JUDGE_COLUMNS", "KRUSKAL_COLUMNS", "LEVELS", "MISSING_ANSWERS",
-    "MODEL_COLUMNS", "POSITION_COLUMNS", "RANK_SUMMARY_COLUMNS", "RATER_LOO_COLUMNS",
-    "REGION_MEANS_COLUMNS", "TTEST_COLUMNS", "WELCH_COLUMNS", "WILCOXON_COLUMNS", "WIN_COLUMNS",
-    "WIN_SUMMARY_COLUMNS", "alpha_from_values", "best_worst_scores", "bradley_terry",
-    "cohen_d", "descriptives", "eta_squared", "friedman_by_block", "group_ttests", "holm", "krippendorff_alpha",
-    "mean_ci", "mixed_model", "ordinal_model", "paired_zs_ft", "participant_groups", "plackett_luce",
-    "position_bias", "rank_biserial", "rank_summary", "rater_judge_agreement", "rater_loo_correlation",
-    "region_means", "regional_anova", "regional_games_howell", "regional_kruskal", "regional_welch",
-    "sensitivity", "win_summary", "win_summary_of_ratings", "win_table",
-    "BEST_WORST_SHARES_COLUMNS", "DIMENSION_WILCOXON_COLUMNS", "PAIRING_LEVELS", "TABLE_LEVELS", "valid_levels", "best_worst_shares",
-    "dimension_wilcoxon", "PAIRWISE_BT_COLUMNS", "PAIRWISE_POSITION_COLUMNS", "PAIRWISE_WIN_COLUMNS",
-    "pairwise_bradley_terry", "pairwise_position_bias", "pairwise_win_rates",
-    "DEMOGRAPHICS_COLUMNS", "REFERENCE_COLUMNS", "DemographicQuestion", "demographics_table", "reference_vs_systems",
+    *comparisons.__all__,
+    *demographics.__all__,
+    *primitives.__all__,
+    *rankings.__all__,
+    *regional.__all__,
+    *regression.__all__,
+    *reliability.__all__,
+    *best_worst.__all__,
+    *paired_dimensions.__all__,
+    *headline.__all__,
+    *pairwise.__all__,
 ]

@@ -22,6 +22,11 @@ from statsmodels.stats.proportion import proportion_confint
 
 from analysis.stats.primitives import CONFIDENCE, _join_notes, _missing_columns_note, _note_frame, holm
 
+#: What ``analysis.stats`` re-exports of this family.
+__all__ = [
+    "BEST_WORST_COLUMNS", "BEST_WORST_SHARES_COLUMNS", "best_worst_scores", "best_worst_shares",
+]
+
 # Below this expected count per source the chi-square approximation of the equal-shares test is rough.
 _MIN_EXPECTED = 5
 # Bootstrap draws x participants held in memory at once (int64 weights: 16 MB).

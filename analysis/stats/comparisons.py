@@ -24,6 +24,12 @@ from analysis.stats.primitives import (
     _single_dimension, each_dimension, holm, mean_ci, rank_biserial,
 )
 
+#: What ``analysis.stats`` re-exports of this family.
+__all__ = [
+    "DESCRIPTIVES_COLUMNS", "WILCOXON_COLUMNS", "WIN_COLUMNS", "WIN_SUMMARY_COLUMNS", "win_summary_of_ratings",
+    "descriptives", "paired_zs_ft", "sensitivity", "win_summary", "win_table",
+]
+
 
 # ---------------------------------------------------------------------------
 # Win table

@@ -22,6 +22,11 @@ from analysis.stats.primitives import (
     _join_notes, _missing_columns_note, _note_frame, _single_dimension, cohen_d, holm,
 )
 
+#: What ``analysis.stats`` re-exports of this family.
+__all__ = [
+    "LEVELS", "TTEST_COLUMNS", "group_ttests", "participant_groups",
+]
+
 LEVELS = ("participant", "rating")
 
 

@@ -24,6 +24,12 @@ from scipy import stats
 from analysis.stats.groups import PREFER_NOT
 from analysis.stats.primitives import CONFIDENCE, _is_missing_answer, _join_notes, _note_frame, holm
 
+#: What ``analysis.stats`` re-exports of this family.
+__all__ = [
+    "DEMOGRAPHICS_COLUMNS", "REFERENCE_COLUMNS", "DemographicQuestion", "demographics_table",
+    "reference_vs_systems",
+]
+
 
 @dataclass(frozen=True)
 class DemographicQuestion:

@@ -26,6 +26,11 @@ from scipy import stats
 
 from analysis.stats.primitives import _join_notes, _missing_columns_note, _note_frame, holm, rank_biserial
 
+#: What ``analysis.stats`` re-exports of this family.
+__all__ = [
+    "DIMENSION_WILCOXON_COLUMNS", "PAIRING_LEVELS", "TABLE_LEVELS", "dimension_wilcoxon", "valid_levels",
+]
+
 #: The Wilcoxon pairing levels.
 PAIRING_LEVELS = ("rater_item", "rater_mean", "item")
 #: Every level of the table: the pairings and the crossed test.

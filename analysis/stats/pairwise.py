@@ -29,6 +29,12 @@ from statsmodels.stats.proportion import proportion_confint
 
 from analysis.stats.primitives import CONFIDENCE, _join_notes, _missing_columns_note, _note_frame, holm
 
+#: What ``analysis.stats`` re-exports of this family.
+__all__ = [
+    "PAIRWISE_BT_COLUMNS", "PAIRWISE_POSITION_COLUMNS", "PAIRWISE_WIN_COLUMNS", "pairwise_bradley_terry",
+    "pairwise_position_bias", "pairwise_win_rates",
+]
+
 #: The answers of a pairwise block, as pairwise.csv writes them.
 LEFT, RIGHT, TIE, BOTH_BAD = "left", "right", "tie", "both_bad"
 PREFERENCES = (LEFT, RIGHT, TIE, BOTH_BAD)

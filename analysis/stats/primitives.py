@@ -17,6 +17,11 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+#: What ``analysis.stats`` re-exports of this family.
+__all__ = [
+    "ALPHA", "CONFIDENCE", "MISSING_ANSWERS", "cohen_d", "eta_squared", "holm", "mean_ci", "rank_biserial",
+]
+
 ALPHA = 0.05
 CONFIDENCE = 0.95
 

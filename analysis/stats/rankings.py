@@ -19,6 +19,12 @@ from analysis.stats.primitives import (
     CONFIDENCE, _join_notes, _missing_columns_note, _note_frame, _subsample_participants, holm, mean_ci,
 )
 
+#: What ``analysis.stats`` re-exports of this family.
+__all__ = [
+    "BRADLEY_TERRY_COLUMNS", "FRIEDMAN_COLUMNS", "POSITION_COLUMNS", "RANK_SUMMARY_COLUMNS", "bradley_terry",
+    "friedman_by_block", "plackett_luce", "position_bias", "rank_summary",
+]
+
 
 # ---------------------------------------------------------------------------
 # Rankings

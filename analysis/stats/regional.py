@@ -21,6 +21,12 @@ from analysis.stats.primitives import (
     _single_dimension, eta_squared, holm, mean_ci,
 )
 
+#: What ``analysis.stats`` re-exports of this family.
+__all__ = [
+    "ANOVA_COLUMNS", "GAMES_HOWELL_COLUMNS", "KRUSKAL_COLUMNS", "REGION_MEANS_COLUMNS", "WELCH_COLUMNS",
+    "region_means", "regional_anova", "regional_games_howell", "regional_kruskal", "regional_welch",
+]
+
 
 # ---------------------------------------------------------------------------
 # Regional analyses

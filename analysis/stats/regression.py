@@ -26,6 +26,11 @@ from analysis.stats.primitives import (
     _subsample_participants,
 )
 
+#: What ``analysis.stats`` re-exports of this family.
+__all__ = [
+    "MODEL_COLUMNS", "mixed_model", "ordinal_model",
+]
+
 
 # ---------------------------------------------------------------------------
 # Mixed-effects and ordinal models
@@ -41,22 +46,51 @@ _FORMULA = "rating ~ C(condition) * C(system)"
 _FORMULA_ONE_SYSTEM = "rating ~ C(condition)"
 
 
-def _model_frame(ratings: pd.DataFrame, dimension: str | None, max_rows: int | None, seed: int,
-                 columns: dict[str, str], baseline: str, treatment: str) -> tuple[pd.DataFrame, str]:
+@dataclass(frozen=True)
+class ModelInput:
+    """What both models are asked: the two conditions compared, the subsample of large frames, the one
+    dimension fitted, and the names of the ratings frame's columns."""
+
+    baseline: str
+    treatment: str
+    max_rows: int | None = 20_000
+    seed: int = 0
+    dimension: str | None = None
+    participant: str = "participant_id"
+    response: str = "response_id"
+    model: str = "model"
+    condition: str = "condition"
+    rating: str = "rating"
+    dimension_column: str = "dimension"
+
+
+def _model_input(ratings: pd.DataFrame, spec: ModelInput) -> tuple[pd.DataFrame | None, str]:
+    """The frame a model is fitted on and its note; None and the note saying why when there is no model."""
+    problem = _missing_columns_note(ratings, [spec.participant, spec.response, spec.model, spec.condition, spec.rating])
+    if problem:
+        return None, problem
+    frame, note = _model_frame(ratings, spec)
+    problem = _design_problem(frame, spec.baseline, spec.treatment)
+    if problem:
+        return None, _join_notes(note, problem)
+    return frame, note
+
+
+def _model_frame(ratings: pd.DataFrame, spec: ModelInput) -> tuple[pd.DataFrame, str]:
     """Baseline and treatment ratings with canonical column names, subsampled by participant if large."""
-    data, dimension_note = _single_dimension(ratings, dimension, columns["dimension_column"])
-    data = data.dropna(subset=[columns["rating"]])
+    data, dimension_note = _single_dimension(ratings, spec.dimension, spec.dimension_column)
+    data = data.dropna(subset=[spec.rating])
     # The reference is its own system and its own condition, so it cannot sit
     # in a condition x system design: it would be a perfectly confounded cell.
-    data = data[data[columns["condition"]].isin([baseline, treatment])]
+    data = data[data[spec.condition].isin([spec.baseline, spec.treatment])]
     frame = pd.DataFrame({
-        "rating": data[columns["rating"]].to_numpy(dtype=float),
-        "condition": pd.Categorical(data[columns["condition"]].to_numpy(), categories=[baseline, treatment]),
-        "system": data[columns["model"]].to_numpy(),
-        "participant_id": data[columns["participant"]].to_numpy(),
-        "response_id": data[columns["response"]].to_numpy(),
+        "rating": data[spec.rating].to_numpy(dtype=float),
+        "condition": pd.Categorical(data[spec.condition].to_numpy(), categories=[spec.baseline, spec.treatment]),
+        "system": data[spec.model].to_numpy(),
+        "participant_id": data[spec.participant].to_numpy(),
+        "response_id": data[spec.response].to_numpy(),
     })
-    frame, subsample_note = _subsample_participants(frame, max_rows, seed, "participant_id")
+    frame, subsample_note = _subsample_participants(frame, spec.max_rows, spec.seed, "participant_id")
     return frame, _join_notes(dimension_note, "only the baseline and treatment conditions enter", subsample_note)
 
 
@@ -306,21 +340,7 @@ def _largest_gradient(model_spec: Any, params: pd.Series) -> float:
     return float(np.max(np.abs(model_spec.score(np.asarray(params)))))
 
 
-def _mixed_model_of_dimension(
-    ratings: pd.DataFrame,
-    *,
-    baseline: str,
-    treatment: str,
-    max_rows: int | None = 20_000,
-    seed: int = 0,
-    dimension: str | None = None,
-    participant: str = "participant_id",
-    response: str = "response_id",
-    model: str = "model",
-    condition: str = "condition",
-    rating: str = "rating",
-    dimension_column: str = "dimension",
-) -> pd.DataFrame:
+def _mixed_model_of_dimension(ratings: pd.DataFrame, spec: ModelInput) -> pd.DataFrame:
     """Linear mixed model ``rating ~ condition * system`` with crossed random intercepts.
 
     Fitted by REML as statsmodels ``MixedLM`` fits it (see ``_fit_crossed``): one constant group and
@@ -330,7 +350,7 @@ def _mixed_model_of_dimension(
     alphabetically first system; only baseline and treatment ratings enter. Rows
     ``var(participant)``, ``var(item)`` and ``var(residual)`` give the
     variance components (no SE). Large frames are subsampled by participant
-    (``max_rows``, ``seed``); ``note`` says so.
+    (``spec.max_rows``, ``spec.seed``); ``note`` says so.
 
     Examples
     --------
@@ -338,18 +358,12 @@ def _mixed_model_of_dimension(
     >>> ratings = pd.DataFrame({"participant_id": np.repeat([f"p{i}" for i in range(8)], 4),
     ...     "response_id": ["r1", "r2", "r3", "r4"] * 8, "model": ["A", "A", "B", "B"] * 8,
     ...     "condition": ["base", "tuned"] * 16, "rating": rng.integers(1, 6, 32).astype(float)})
-    >>> _mixed_model_of_dimension(ratings, baseline="base", treatment="tuned")["term"].tolist()
+    >>> _mixed_model_of_dimension(ratings, ModelInput(baseline="base", treatment="tuned"))["term"].tolist()
     ['Intercept', 'condition[tuned]', 'system[B]', 'condition[tuned]:system[B]', 'var(item)', 'var(participant)', 'var(residual)']
     """
-    problem = _missing_columns_note(ratings, [participant, response, model, condition, rating])
-    if problem:
-        return _note_frame(MODEL_COLUMNS, problem)
-    columns = dict(participant=participant, response=response, model=model, condition=condition,
-                             rating=rating, dimension_column=dimension_column)
-    frame, note = _model_frame(ratings, dimension, max_rows, seed, columns, baseline, treatment)
-    problem = _design_problem(frame, baseline, treatment)
-    if problem:
-        return _note_frame(MODEL_COLUMNS, _join_notes(note, problem))
+    frame, note = _model_input(ratings, spec)
+    if frame is None:
+        return _note_frame(MODEL_COLUMNS, note)
     lacking = _systems_lacking_a_condition(frame)
     if lacking:
         # An empty condition x system cell leaves a fixed effect without data: MixedLM's solve fails on it.
@@ -366,21 +380,7 @@ def _mixed_model_of_dimension(
     return pd.concat([table, variances], ignore_index=True).reindex(columns=MODEL_COLUMNS)
 
 
-def _ordinal_model_of_dimension(
-    ratings: pd.DataFrame,
-    *,
-    baseline: str,
-    treatment: str,
-    max_rows: int | None = 20_000,
-    seed: int = 0,
-    dimension: str | None = None,
-    participant: str = "participant_id",
-    response: str = "response_id",
-    model: str = "model",
-    condition: str = "condition",
-    rating: str = "rating",
-    dimension_column: str = "dimension",
-) -> pd.DataFrame:
+def _ordinal_model_of_dimension(ratings: pd.DataFrame, spec: ModelInput) -> pd.DataFrame:
     """Ordered logit ``rating ~ condition * system`` with participant-clustered standard errors.
 
     statsmodels ``OrderedModel`` (``distr="logit"``), sandwich SEs clustered
@@ -397,18 +397,12 @@ def _ordinal_model_of_dimension(
     >>> ratings = pd.DataFrame({"participant_id": np.repeat([f"p{i}" for i in range(10)], 4),
     ...     "response_id": ["r1", "r2", "r3", "r4"] * 10, "model": ["A", "A", "B", "B"] * 10,
     ...     "condition": ["base", "tuned"] * 20, "rating": rng.integers(1, 4, 40).astype(float)})
-    >>> _ordinal_model_of_dimension(ratings, baseline="base", treatment="tuned")["term"].tolist()
+    >>> _ordinal_model_of_dimension(ratings, ModelInput(baseline="base", treatment="tuned"))["term"].tolist()
     ['condition[tuned]', 'system[B]', 'condition[tuned]:system[B]', 'cut 1/2', 'log-increment 2/3']
     """
-    problem = _missing_columns_note(ratings, [participant, response, model, condition, rating])
-    if problem:
-        return _note_frame(MODEL_COLUMNS, problem)
-    columns = dict(participant=participant, response=response, model=model, condition=condition,
-                             rating=rating, dimension_column=dimension_column)
-    frame, note = _model_frame(ratings, dimension, max_rows, seed, columns, baseline, treatment)
-    problem = _design_problem(frame, baseline, treatment)
-    if problem:
-        return _note_frame(MODEL_COLUMNS, _join_notes(note, problem))
+    frame, note = _model_input(ratings, spec)
+    if frame is None:
+        return _note_frame(MODEL_COLUMNS, note)
     levels = np.sort(frame["rating"].unique())
     labels = [f"{level:g}" for level in levels]
     outcome = pd.Categorical(frame["rating"].map(dict(zip(levels, labels))), categories=labels, ordered=True)
@@ -456,14 +450,15 @@ def _ordinal_model_of_dimension(
     return table
 
 
-def _each_dimension_of(fit_one: Callable[..., pd.DataFrame]) -> Callable[..., pd.DataFrame]:
-    """A model fitted once per rating dimension (``dimension`` column; ``dimension=`` narrows it to one)."""
+def _each_dimension_of(fit_one: Callable[[pd.DataFrame, ModelInput], pd.DataFrame]) -> Callable[..., pd.DataFrame]:
+    """A model fitted once per rating dimension (``dimension`` column; ``dimension=`` narrows it to one).
+    The keyword arguments are the fields of ``ModelInput``."""
 
     def fit(ratings: pd.DataFrame, *, baseline: str, treatment: str, dimension: str | None = None,
             dimension_column: str = "dimension", **options: Any) -> pd.DataFrame:
         return each_dimension(
-            lambda one: fit_one(ratings, baseline=baseline, treatment=treatment, dimension=one,
-                                dimension_column=dimension_column, **options),
+            lambda one: fit_one(ratings, ModelInput(baseline=baseline, treatment=treatment, dimension=one,
+                                                    dimension_column=dimension_column, **options)),
             ratings, dimension, dimension_column, MODEL_COLUMNS)
 
     fit.__doc__ = f"{fit_one.__doc__.splitlines()[0]} Fitted per rating dimension (see ``{fit_one.__name__}``)."

@@ -17,6 +17,12 @@ from scipy import special, stats
 
 from analysis.stats.primitives import _join_notes, _missing_columns_note, _note_frame
 
+#: What ``analysis.stats`` re-exports of this family.
+__all__ = [
+    "ALPHA_COLUMNS", "JUDGE_COLUMNS", "RATER_LOO_COLUMNS", "alpha_from_values", "krippendorff_alpha",
+    "rater_judge_agreement", "rater_loo_correlation",
+]
+
 
 # ---------------------------------------------------------------------------
 # Agreement
