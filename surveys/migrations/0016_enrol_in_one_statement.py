@@ -20,9 +20,12 @@ BEGIN
         RAISE EXCEPTION 'withdrew' USING ERRCODE = 'HV001';
     END IF;
     -- Lapsed holds give their blocks back first: the caller does that (rarely needed) on its general path.
-    IF EXISTS (SELECT 1 FROM surveys_blockassignment a JOIN surveys_participant p ON p.id = a.participant_id
+    -- From the lapsed participants (the hold-lapse index; normally none) to their held blocks, never the
+    -- other way round: a plan that started from the assignments would grow with every entrant.
+    IF EXISTS (SELECT 1 FROM surveys_participant p
                WHERE p.study_id = v_study AND p.status = 'in_progress' AND p.hold_expires_at <= p_now
-                 AND a.state = 'held') THEN
+                 AND EXISTS (SELECT 1 FROM surveys_blockassignment a
+                             WHERE a.participant_id = p.id AND a.state = 'held')) THEN
         RETURN jsonb_build_object('lapsed', true);
     END IF;
     -- Every column from the caller (the model's own defaults filled in), the id from its identity.
