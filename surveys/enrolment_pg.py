@@ -64,9 +64,10 @@ def participant_enrol(*, fields: dict[str, Any]) -> Participant | None:
     blocks = [("block", block_id) for block_id in sorted(result["blocks"])]
     checks = [("check", check_id) for check_id in study_content_get(study=study).attention_check_ids]
     pages = sequence.pages_order(blocks, checks, rng)
-    items, first_counts = _items_and_first_counts(result["blocks"])
-    orders = sequence.rotations(study_key=study.pseudonym_key, items=items, first_counts=first_counts, rng=rng)
-    try:
+    try:  # the participant and their blocks are committed: anything that fails from here gives them back
+        items, first_counts = _items_and_first_counts(result["blocks"])
+        orders = sequence.rotations(study_key=study.pseudonym_key, items=items, first_counts=first_counts,
+                                    rng=rng)
         _pages_write(participant.pk, pages, orders)
     except BaseException:
         allocation.enrolment_undo(participant_id=participant.pk)
