@@ -22,6 +22,8 @@ from .regions import REGIONS, STATE_REGION
 # The mark of a win-grid cell, by its winner: the baseline (-1), a tie (0) or the treatment (1).
 WIN_MARKS = {-1: "▼", 0: "=", 1: "▲"}
 PALETTE = ("#4c78a8", "#f58518", "#54a24b", "#b279a2", "#e45756", "#72b7b2", "#9d755d", "#bab0ac")
+#: Marker shapes told apart without colour, in the order of PALETTE.
+MARKERS = ("circle", "diamond", "square", "triangle-up", "x", "cross", "star", "hexagon")
 TIE_COLOUR = "#eeeeee"
 
 
@@ -356,6 +358,30 @@ def judge_agreement_chart(agreement: pd.DataFrame) -> dict[str, Any]:
     return _plain(figure)
 
 
+def judge_levels_chart(agreement: pd.DataFrame) -> dict[str, Any]:
+    """Each judge beyond single responses: the systems' order and winner, Krippendorff's alpha with and without
+    it, its kappa with the people's majority, its left share and order consistency (95% CI where there is one)."""
+    table = agreement[agreement["level"] != "response"].dropna(subset=["estimate"])
+    if table.empty:
+        return _empty("Judges at the system, rater, pair and position levels",
+                      "No judge answered enough for these measures.")
+    figure = go.Figure()
+    for k, (method, part) in enumerate(table.groupby("method", sort=True)):
+        dimension = part["dimension"].fillna("").astype(str)
+        labels = (part["judge"].astype(str) + " (" + part["kind"].astype(str) + ") · " + part["level"].astype(str)
+                  + dimension.map(lambda d: f" · {d}" if d else ""))
+        figure.add_trace(go.Scatter(
+            x=part["estimate"], y=labels, mode="markers", name=method, marker_color=PALETTE[k % len(PALETTE)],
+            marker_symbol=MARKERS[k % len(MARKERS)],
+            error_x={"type": "data", "symmetric": False, "array": (part["ci_high"] - part["estimate"]).fillna(0),
+                     "arrayminus": (part["estimate"] - part["ci_low"]).fillna(0)}))
+    rows = table[["judge", "kind", "level", "dimension"]].drop_duplicates().shape[0]
+    figure.update_layout(title="Judges at the system, rater, pair and position levels (95% CI where there is one)",
+                         xaxis_title="estimate (Kendall tau, share, alpha, kappa)", xaxis_range=[-1, 1],
+                         margin={"l": 300}, height=160 + 26 * rows)
+    return _plain(figure)
+
+
 def judge_loo_chart(loo: pd.DataFrame) -> dict[str, Any]:
     """Every person's and judge's correlation with the others' mean: are the judges among the people?"""
     table = loo.dropna(subset=["spearman_r"])
@@ -388,6 +414,7 @@ DRAWERS = {
     "best_worst_shares": lambda table, **context: {"best_worst_shares": best_worst_shares_chart(table)},
     "pairwise_strength": lambda table, **context: {"pairwise_strength": pairwise_strength_chart(table)},
     "judge_agreement": lambda table, **context: {"judge_agreement": judge_agreement_chart(table)},
+    "judge_levels": lambda table, **context: {"judge_levels": judge_levels_chart(table)},
     "judge_loo": lambda table, **context: {"judge_loo": judge_loo_chart(table)},
 }
 

@@ -212,7 +212,7 @@ REGISTERED: tuple[Analysis, ...] = (
              "(bootstrap CIs over responses), Kendall tau of the systems and the same winner, Krippendorff's alpha "
              "with and without the judge, leave-one-out correlation, Cohen's kappa with the people's majority and "
              "position bias (pairwise)", judge_stats.judge_agreement,
-             inputs=("ratings", "judges", "pairwise", "judge_pairwise"), figures=("judge_agreement",),
+             inputs=("ratings", "judges", "pairwise", "judge_pairwise"), figures=("judge_agreement", "judge_levels"),
              options={"n_boot": "ANALYSIS_BOOTSTRAP_SAMPLES"}, design_options=("baseline", "treatment"),
              needs=frozenset({"judges"})),
     Analysis("judge_rater_loo", "Each person and each judge against the people's mean", "judges",

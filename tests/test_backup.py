@@ -189,9 +189,8 @@ def test_dump_study_refuses_an_unknown_study(tmp_path):
     assert not list(tmp_path.iterdir())
 
 
-# The whole export snapshot (four studies, 180 scripted participants, four analysis runs) in two
-# databases: about two minutes on the shared two-core machine.
-@pytest.mark.slow
+@pytest.mark.slow(reason="the whole export snapshot (four studies, 180 scripted participants, four analysis runs) "
+                         "in two databases: about two minutes on a two-core machine")
 def test_sqlite_to_postgresql_round_trip_gives_byte_identical_exports(tmp_path):
     url = os.environ.get("BACKUP_TARGET_URL", "postgres://postgres@127.0.0.1:5432/hev_backup_roundtrip")
     try:

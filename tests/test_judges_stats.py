@@ -182,6 +182,21 @@ def test_an_unbiased_judge_shows_no_position_bias(pairwise_planted):
     assert left["ci_low"] < 0.5 < left["ci_high"]
 
 
+def test_a_left_share_of_too_few_verdicts_says_its_test_cannot_reach_significance(pairwise_planted):
+    people, judge = pairwise_planted
+    # Five verdicts, all left: the smallest two-sided exact binomial p of 5 trials is 2 x 0.5**5 = 0.0625.
+    five = judge[judge["block_id"].isin([f"b{k}" for k in range(5)])].drop_duplicates("block_id").assign(
+        preference="left")
+    left = _row(J.judge_pairwise_agreement(people, five, n_boot=0), "llm-a", "position", "left_share")
+    assert left["n"] == 5 and left["p"] == pytest.approx(0.0625)
+    assert left["note"] == "5 decisive verdicts: the test cannot reach p < 0.05"
+    # Six can (2 x 0.5**6 = 0.03125): no note.
+    six = judge[judge["block_id"].isin([f"b{k}" for k in range(6)])].drop_duplicates("block_id").assign(
+        preference="left")
+    left = _row(J.judge_pairwise_agreement(people, six, n_boot=0), "llm-a", "position", "left_share")
+    assert left["p"] == pytest.approx(0.03125) and left["note"] == ""
+
+
 def test_the_gathered_table_and_the_summary(planted, pairwise_planted):
     ratings, judges = planted
     people, judge = pairwise_planted
@@ -223,3 +238,24 @@ def test_a_judges_ranks_are_compared_with_the_peoples_mean_rank():
     row = _row(table, "ranker", "response", "spearman")
     assert row["dimension"] == "rank" and row["n"] == 120
     assert row["estimate"] == pytest.approx(stats.spearmanr(own, mean_rank)[0], abs=1e-12)
+
+
+def test_the_judges_levels_figure_plots_every_measure_beyond_single_responses(planted, pairwise_planted):
+    from analysis.charts import judge_levels_chart
+    from analysis.registry import figure_source
+    from tests.test_charts import _numbers
+
+    ratings, judges = planted
+    people, judge = pairwise_planted
+    table = J.judge_agreement(ratings, judges, people, judge.assign(judge="pair-judge"), baseline="zs",
+                              treatment="ft", n_boot=50)
+    figure = judge_levels_chart(table)
+    plotted = {(trace["name"], label): x for trace in figure["data"]
+               for label, x in zip(trace["y"], _numbers(trace["x"]), strict=True)}
+    expected = table[(table["level"] != "response") & table["estimate"].notna()]
+    assert len(plotted) == len(expected) > 0
+    for row in expected.itertuples():
+        label = f"{row.judge} ({row.kind}) · {row.level}" + (f" · {row.dimension}" if row.dimension else "")
+        assert plotted[(row.method, label)] == pytest.approx(row.estimate)
+    assert {"cohen_kappa", "left_share", "alpha_with_judge", "kendall"} <= {name for name, _ in plotted}
+    assert figure_source("judge_levels").name == "judge_agreement"

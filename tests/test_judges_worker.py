@@ -17,8 +17,8 @@ from judges.models import JudgeAnswer, JudgeCall, JudgeRun
 from tests.support.fake_llm import KEY, FakeLLM
 from tests.test_tasks_worker import broker, wait_for, workers  # noqa: F401 - fixtures shared with the run tests
 
-# Slow: the first worker asks at 20 requests per minute so that it is surely between two calls when killed.
-pytestmark = [pytest.mark.worker, pytest.mark.slow]
+pytestmark = [pytest.mark.worker, pytest.mark.slow(
+    reason="the first worker asks at 20 requests per minute so that it is surely between two calls when killed")]
 
 
 def _reply(prompt: str) -> str:

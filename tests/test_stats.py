@@ -413,6 +413,29 @@ def test_it_summarises_ranks_of_categorical_columns_as_ratings_frame_gives_them(
     )
 
 
+def _identical_rankings(n: int) -> pd.DataFrame:
+    return pd.DataFrame({"participant_id": np.repeat([f"p{i}" for i in range(n)], 3), "block_id": "Q1",
+                         "scenario": "S1", "response_id": ["R1", "R2", "R3"] * n, "rank": [1.0, 2, 3] * n})
+
+
+def test_friedman_says_when_too_few_rankings_cannot_reach_significance():
+    # n identical rankings of 3: chi2 = n (k - 1) = 2n, the largest it can be, and with 2 df its tail is
+    # exp(-chi2 / 2) (by hand): exp(-2) = 0.135 for n = 2, so no 2 rankings can give p < .05; exp(-3) = 0.0498 for 3.
+    two = S.friedman_by_block(_identical_rankings(2)).iloc[0]
+    assert two["chi2"] == pytest.approx(4.0) and two["p"] == pytest.approx(np.exp(-2.0))
+    assert two["note"] == "2 complete rankings of 3: the test cannot reach p < 0.05"
+    three = S.friedman_by_block(_identical_rankings(3)).iloc[0]
+    assert three["p"] == pytest.approx(np.exp(-3.0)) and three["p"] < 0.05 and three["note"] == ""
+
+
+def test_position_bias_says_when_too_few_participants_cannot_reach_significance():
+    ratings = pd.DataFrame({"participant_id": np.repeat(["a", "b"], 3), "position": [1, 2, 3] * 2,
+                            "rating": [5.0, 3, 1, 4, 2, 1]})
+    test = S.position_bias(ratings).iloc[0]
+    assert test["p"] == pytest.approx(np.exp(-2.0))  # both participants order the positions alike: chi2 = 4
+    assert test["note"] == "2 participants over 3 positions: the test cannot reach p < 0.05"
+
+
 def test_it_matches_scipy_friedman_per_block(ratings):
     table = S.friedman_by_block(ratings)
     block = ratings[ratings["block_id"] == "Q7"].pivot(index="participant_id", columns="response_id", values="rank")
@@ -630,8 +653,9 @@ def test_it_correlates_raters_with_the_llm_judge(ratings):
 # ---------------------------------------------------------------------------
 
 
-def balanced_design(seed: int = 7, n_participants: int = 12) -> pd.DataFrame:
-    """Every participant rates 3 items in each of 2 systems x 2 conditions; FT of system B gains 1.5."""
+def balanced_design(seed: int = 7, n_participants: int = 12, *, gain: float = 1.5,
+                    dimension: str = "empathy") -> pd.DataFrame:
+    """Every participant rates 3 items in each of 2 systems x 2 conditions; FT of system B gains ``gain``."""
     rng = np.random.default_rng(seed)
     rows = []
     leniency = rng.normal(0, 0.5, n_participants)
@@ -639,10 +663,10 @@ def balanced_design(seed: int = 7, n_participants: int = 12) -> pd.DataFrame:
     for p in range(n_participants):
         for item in range(12):
             system, condition = ("A", "B")[item // 6], ("zero-shot", "fine-tuned")[(item // 3) % 2]
-            gain = 1.5 if (system, condition) == ("B", "fine-tuned") else 0.0
+            planted = gain if (system, condition) == ("B", "fine-tuned") else 0.0
             rows.append({"participant_id": f"p{p}", "response_id": f"r{item}", "model": system,
-                         "condition": condition, "dimension": "empathy",
-                         "rating": float(np.clip(np.round(3 + leniency[p] + quality[item] + gain
+                         "condition": condition, "dimension": dimension,
+                         "rating": float(np.clip(np.round(3 + leniency[p] + quality[item] + planted
                                                           + rng.normal(0, 0.7)), 1, 5))})
     return pd.DataFrame(rows)
 
@@ -666,6 +690,26 @@ def test_it_fits_the_crossed_mixed_model(ratings):
     assert (table["n_obs"] == len(design)).all() and (table["n_items"] == 12).all()
 
 
+def _interaction_by_hand(design: pd.DataFrame) -> float:
+    cell = design.groupby(["model", "condition"])["rating"].mean()
+    return (cell[("B", "fine-tuned")] - cell[("B", "zero-shot")] - cell[("A", "fine-tuned")]
+            + cell[("A", "zero-shot")])
+
+
+def test_the_mixed_model_is_fitted_per_dimension_and_finds_a_gain_planted_on_the_second_only():
+    empathy = balanced_design(seed=8, gain=0.0, dimension="empathy")
+    coherence = balanced_design(seed=9, gain=1.5, dimension="coherence")
+    table = S.mixed_model(**data.PAIR, ratings=pd.concat([empathy, coherence], ignore_index=True))
+    assert sorted(table["dimension"].unique()) == ["coherence", "empathy"]
+    term = "condition[fine-tuned]:system[B]"
+    rows = table[table["term"] == term].set_index("dimension")
+    # Each dimension's interaction is its own cell-mean contrast (balanced: GLS = OLS), worked from its rows only.
+    assert rows.loc["empathy", "coef"] == pytest.approx(_interaction_by_hand(empathy), abs=1e-6)
+    assert rows.loc["coherence", "coef"] == pytest.approx(_interaction_by_hand(coherence), abs=1e-6)
+    assert rows.loc["coherence", "p"] < 0.05 and rows.loc["empathy", "p"] > 0.05
+    assert (table.groupby("dimension")["n_obs"].first() == len(empathy)).all()
+
+
 def test_it_subsamples_participants_for_the_mixed_model_and_says_so():
     design = balanced_design(n_participants=20)
     table = S.mixed_model(**data.PAIR, ratings=design, max_rows=120, seed=3)
@@ -687,6 +731,21 @@ def test_it_matches_the_odds_ratio_with_the_ordinal_model():
     assert table.loc["condition[fine-tuned]", "coef"] == pytest.approx(log_odds_ratio, abs=1e-4)
     assert table.loc["cut 1/2", "coef"] == pytest.approx(np.log(zs_low / zs_high), abs=1e-4)
     assert table["note"].str.contains("SE clustered by participant").all()
+
+
+def test_the_ordinal_model_is_fitted_per_dimension():
+    # Two categories and one binary predictor per dimension: each coefficient is its own 2x2 log odds ratio.
+    tables = {"coherence": (30, 10, 15, 25), "empathy": (20, 20, 10, 30)}
+    rows = []
+    for dimension, (ft_high, ft_low, zs_high, zs_low) in tables.items():
+        for condition, high, low in (("fine-tuned", ft_high, ft_low), ("zero-shot", zs_high, zs_low)):
+            for i, value in enumerate([2.0] * high + [1.0] * low):
+                rows.append({"participant_id": f"{dimension}-{condition}-{i}", "response_id": f"r-{condition}",
+                             "model": "A", "condition": condition, "dimension": dimension, "rating": value})
+    table = S.ordinal_model(**data.PAIR, ratings=pd.DataFrame(rows))
+    coefficients = table[table["term"] == "condition[fine-tuned]"].set_index("dimension")["coef"]
+    for dimension, (ft_high, ft_low, zs_high, zs_low) in tables.items():
+        assert coefficients[dimension] == pytest.approx(np.log((ft_high / ft_low) / (zs_high / zs_low)), abs=1e-4)
 
 
 def test_it_finds_the_planted_gain_with_the_ordinal_model():

@@ -131,9 +131,8 @@ def test_a_small_null_simulation_is_deterministic_and_separates_the_levels():
     assert rates["rater_mean"] == 0  # 5 rater means can never reach p < .05
 
 
-# Slow: 600 simulated studies per design (about a minute of CPU on a quiet machine), enough for the rates to
-# be meaningful (the standard error of a rate of .05 is .009).
-@pytest.mark.slow
+# 600 studies per design make the rates meaningful (the standard error of a rate of .05 is .009).
+@pytest.mark.slow(reason="600 simulated studies per design: about a minute of CPU on a quiet machine")
 @pytest.mark.parametrize("design", DESIGNS, ids=lambda d: d.name)
 def test_the_valid_levels_keep_their_false_positive_rate_under_the_null(design):
     rates, valid = null_rates(design, studies=600, seed=11)

@@ -37,7 +37,7 @@ import pandas as pd
 from scipy import stats
 
 from analysis.stats.comparisons import WIN_COLUMNS
-from analysis.stats.primitives import _missing_columns_note, _note_frame
+from analysis.stats.primitives import BINOMIAL_MIN_N, _missing_columns_note, _note_frame
 from analysis.stats.reliability import alpha_from_values
 
 AGREEMENT_COLUMNS = ["judge", "kind", "dimension", "level", "method", "estimate", "ci_low", "ci_high", "n", "p",
@@ -368,7 +368,8 @@ def judge_pairwise_agreement(pairwise: pd.DataFrame, judge_pairwise: pd.DataFram
             from statsmodels.stats.proportion import proportion_confint
             low, high = proportion_confint(n_left, n, alpha=0.05, method="wilson")
             rows.append(_row(judge, kind, "", "position", "left_share", n_left / n, (float(low), float(high)), n,
-                             float(stats.binomtest(n_left, n, 0.5).pvalue)))
+                             float(stats.binomtest(n_left, n, 0.5).pvalue),
+                             note=f"{n} decisive verdicts: the test cannot reach p < 0.05" if n < BINOMIAL_MIN_N else ""))
         else:
             rows.append(_row(judge, kind, "", "position", "left_share", note="no decisive verdict"))
         orders = part.groupby(["first", "second"])["verdict"].agg(["nunique", "size"])

@@ -27,7 +27,7 @@ from scipy import sparse, stats
 from scipy.sparse.csgraph import connected_components
 from statsmodels.stats.proportion import proportion_confint
 
-from analysis.stats.primitives import CONFIDENCE, _join_notes, _missing_columns_note, _note_frame, holm
+from analysis.stats.primitives import BINOMIAL_MIN_N, CONFIDENCE, _join_notes, _missing_columns_note, _note_frame, holm
 
 #: What ``analysis.stats`` re-exports of this family.
 __all__ = [
@@ -49,16 +49,13 @@ _BT_MAX_ITER = 10_000
 
 _SIDES = ("left", "right")
 
-# The smallest two-sided exact binomial p of n trials at 0.5 is 2 * 0.5**n: 0.0625 at n = 5, so with fewer
-# decisive judgements the test cannot reach p < 0.05 (0.03125 at n = 6).
-_BINOMIAL_MIN_N = 6
 
 
 def _decisive_note(decisive: int, tested: bool) -> str:
     """What a row's count of decisive judgements allows: no rate at all, or a test that cannot reach p < .05."""
     if not decisive:
         return "no decisive judgement: no win rate"
-    if tested and decisive < _BINOMIAL_MIN_N:
+    if tested and decisive < BINOMIAL_MIN_N:
         return f"{decisive} decisive judgements: the test cannot reach p < 0.05"
     return ""
 

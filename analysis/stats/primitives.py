@@ -25,6 +25,10 @@ __all__ = [
 ALPHA = 0.05
 CONFIDENCE = 0.95
 
+# The smallest two-sided exact binomial p of n trials at 0.5 is 2 * 0.5**n: 0.0625 at n = 5, so with fewer
+# trials the test cannot reach p < 0.05 (0.03125 at n = 6).
+BINOMIAL_MIN_N = 6
+
 #: Values that mean "no answer" (a blank cell, a missing value; or no region).
 MISSING_ANSWERS = frozenset({"", "nan", "none"})
 
@@ -32,6 +36,21 @@ MISSING_ANSWERS = frozenset({"", "nan", "none"})
 # ---------------------------------------------------------------------------
 # Shared helpers
 # ---------------------------------------------------------------------------
+
+
+def friedman_reach_note(n: int, k: int, described: str) -> str:
+    """A note (``described``: what the n sets of k are) when n complete sets of k cannot give Friedman's test
+    p < .05: its chi-squared is at most n (k - 1), reached when every set orders the k alike (Kendall's
+    W = 1), so its smallest p is the chi-squared tail there; "" when p < .05 can be reached.
+
+    >>> friedman_reach_note(2, 3, "2 complete rankings of 3")
+    '2 complete rankings of 3: the test cannot reach p < 0.05'
+    >>> friedman_reach_note(3, 3, "3 complete rankings of 3")
+    ''
+    """
+    if stats.chi2.sf(n * (k - 1), k - 1) >= ALPHA:
+        return f"{described}: the test cannot reach p < 0.05"
+    return ""
 
 
 def _note_frame(columns: Sequence[str], note: str, **values: Any) -> pd.DataFrame:

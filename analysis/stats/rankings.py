@@ -16,7 +16,8 @@ import pandas as pd
 from scipy import sparse, stats
 
 from analysis.stats.primitives import (
-    CONFIDENCE, _join_notes, _missing_columns_note, _note_frame, _subsample_participants, holm, mean_ci,
+    CONFIDENCE, _join_notes, _missing_columns_note, _note_frame, _subsample_participants, friedman_reach_note, holm,
+    mean_ci,
 )
 
 #: What ``analysis.stats`` re-exports of this family.
@@ -132,6 +133,7 @@ def friedman_by_block(
             result = stats.friedmanchisquare(*(table[column].to_numpy(dtype=float) for column in table.columns))
             row.update(chi2=float(result.statistic), p=float(result.pvalue),
                        kendall_w=float(result.statistic) / (n * (k - 1)))
+            row["note"] = friedman_reach_note(n, k, f"{n} complete rankings of {k}")
         rows.append(row)
     table = pd.DataFrame(rows)
     table["p_holm"] = holm(table["p"].to_numpy(dtype=float))
@@ -357,5 +359,6 @@ def position_bias(
     else:
         result = stats.friedmanchisquare(*(per_participant[column].to_numpy(dtype=float)
                                            for column in per_participant.columns))
-        test.update(statistic=float(result.statistic), p=float(result.pvalue))
+        test.update(statistic=float(result.statistic), p=float(result.pvalue),
+                    note=friedman_reach_note(n, k, f"{n} participants over {k} positions"))
     return table.assign(**test)[POSITION_COLUMNS]
