@@ -159,3 +159,19 @@ def test_the_win_grid_keys_its_colours_in_a_legend_and_marks_each_cell_for_a_pho
                                ["= tie<br>zero-shot 3.50 / fine-tuned 3.50", ""]]
     assert heatmap["meta"]["narrow"] == {"text": [["▲", "▼"], ["=", ""]]}
     assert heatmap["customdata"] == heatmap["text"]  # what the hover shows, on a phone too
+
+
+def test_the_win_grid_shows_a_row_per_system_and_dimension_when_there_are_several():
+    win = pd.DataFrame([
+        {"model": "gpt", "scenario": "S1", "dimension": "coherence", "winner": "fine-tuned", "zs_mean": 3.0,
+         "ft_mean": 4.0},
+        {"model": "gpt", "scenario": "S1", "dimension": "empathy", "winner": "zero-shot", "zs_mean": 4.5,
+         "ft_mean": 3.5},
+    ])
+    heatmap = charts.win_grid(win, baseline="zero-shot", treatment="fine-tuned")["data"][0]
+    # Each dimension's winner shows on its own row: the second dimension's result is not hidden by the first.
+    assert heatmap["y"] == ["gpt · coherence", "gpt · empathy"]
+    assert heatmap["z"] == [[1], [-1]]  # fine-tuned wins on coherence, zero-shot on empathy
+    # One dimension: the rows are the systems alone.
+    single = charts.win_grid(win[win["dimension"] == "empathy"], baseline="zero-shot", treatment="fine-tuned")
+    assert single["data"][0]["y"] == ["gpt"]
