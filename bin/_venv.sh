@@ -8,9 +8,7 @@ ensure_venv() {
   [ -x .venv/bin/python ] || "$PYTHON_BIN" -m venv .venv
   stamp=".venv/.installed-$(basename "$reqs")-$(cat "$reqs" requirements.txt | sha256sum | cut -c1-16)"
   if [ ! -f "$stamp" ]; then
-    # --no-compile: Python compiles a module's bytecode on its first import, so only the modules used are
-    # compiled (plotly alone ships thousands that nothing imports); it halves a fresh install (106 s -> 51 s).
-    .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-compile -r "$reqs"
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check -r "$reqs"
     touch "$stamp"
   fi
 }

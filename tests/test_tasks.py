@@ -156,7 +156,7 @@ def test_tables_of_a_run_that_is_not_done_are_not_shown(small_study, quick_stats
 
 
 @pytest.mark.django_db(transaction=True)  # on_commit must fire when the command's transaction commits
-def test_the_command_runs_the_analysis_in_process_without_a_broker(small_study, eager, capsys):
+def test_the_command_runs_the_analysis_in_process_without_a_broker(small_study, eager, capsys, quick_stats):
     call_command("run_analysis", "--study", "tide", "--wait", "--timeout", "60")
     out = capsys.readouterr().out
     assert "done" in out and f"{small_study.participants.count()} participant(s)" in out
