@@ -13,6 +13,7 @@ import zipfile
 import numpy as np
 import pytest
 from django.core.management import call_command
+from django.test import override_settings
 from django.utils import timezone
 
 from analysis import frames
@@ -22,6 +23,7 @@ from judges.importers import judgements_import
 from judges.models import Judge, JudgeCall
 from tests.support.fake_llm import KEY, FakeLLM
 from tests.support.researcher import QUICK_ANALYSES, fill_with_bots, finished_run, narrow_analyses
+from tests.support.shared import in_process_tasks
 
 JUDGE_TABLES = ("judges", "judge_agreement", "judge_rater_loo", "judge_win_table")
 REQUIRED = ["judge", "dimension", "level", "method", "estimate", "ci_low", "ci_high", "n"]
@@ -53,14 +55,28 @@ def _metrics_run(study) -> None:
     MetricsTable.objects.create(run=run, name="per_response", columns=columns, rows=rows)
 
 
+@pytest.fixture(scope="module")
+def _shared_rows_judged(_filled_for_module, django_db_blocker):
+    """The module's filled TIDE (conftest: twelve bots) with an imported judge, a metrics run and a finished run of
+    the judges' tables; built once for the three tests that read them, rolled back with the filled rows."""
+    from surveys.models import Study
+
+    with django_db_blocker.unblock(), pytest.MonkeyPatch.context() as patch, in_process_tasks(), \
+            override_settings(ANALYSIS_BOOTSTRAP_SAMPLES=200):  # the figures are checked in test_judges_stats
+        study = Study.objects.get(pk=_filled_for_module.study_pk)
+        judgements_import(study=study, file=_judge_csv(study))
+        _metrics_run(study)
+        narrow_analyses(patch, (*QUICK_ANALYSES, *JUDGE_TABLES))
+        run_pk = finished_run(study).pk
+    yield run_pk
+
+
 @pytest.fixture
-def judged(study, monkeypatch, settings):
-    settings.ANALYSIS_BOOTSTRAP_SAMPLES = 200  # the figures are checked elsewhere (test_judges_stats); keep it quick
-    fill_with_bots(study, 12)
-    judgements_import(study=study, file=_judge_csv(study))
-    _metrics_run(study)
-    narrow_analyses(monkeypatch, (*QUICK_ANALYSES, *JUDGE_TABLES))
-    return finished_run(study)
+def judged(_shared_rows_judged, filled):
+    """The finished run of the judged study (``study``, with the module's twelve participants)."""
+    from analysis.models import AnalysisRun
+
+    return AnalysisRun.objects.get(pk=_shared_rows_judged)
 
 
 def test_a_run_computes_the_judges_tables_with_the_metrics_as_judges(judged, owner_client, study):
