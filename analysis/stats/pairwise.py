@@ -50,7 +50,6 @@ _BT_MAX_ITER = 10_000
 _SIDES = ("left", "right")
 
 
-
 def _decisive_note(decisive: int, tested: bool) -> str:
     """What a row's count of decisive judgements allows: no rate at all, or a test that cannot reach p < .05."""
     if not decisive:
