@@ -372,6 +372,30 @@ def test_it_matches_scipy_wilcoxon_and_hand_rank_biserial(ratings):
     assert table["p_holm"].tolist() == pytest.approx(data.hand_holm(table["p"].tolist()), abs=TOL)
 
 
+@pytest.mark.parametrize("seed", range(40))
+def test_the_signed_rank_test_gives_scipys_wilcoxon_bit_for_bit(seed):
+    # Mostly the tied and zero cases, where scipy runs its exact permutation test and the fast one
+    # enumerates the same null; some without ties, and some over 13 pairs, where scipy itself is called.
+    generator = np.random.default_rng(seed)
+    size = int(generator.integers(1, 11)) if seed < 32 else int(generator.integers(12, 20))
+    levels = generator.integers(-3, 4, size=size).astype(float) / 2
+    differences = levels if seed % 8 else generator.normal(size=size)
+    if not np.any(differences):
+        differences[0] = 1.0
+    expected = stats.wilcoxon(differences)
+    assert S.signed_rank_test(differences) == (float(expected.statistic), float(expected.pvalue))
+
+
+def test_the_signed_rank_test_of_a_hand_worked_case():
+    # |d| 1, 2, 2, 1, 3 (the zero dropped) rank 1.5, 3.5, 3.5, 1.5, 5: W+ = 13.5, W- = 1.5. The exact p is
+    # twice the share of the 32 sign flips whose W+ is at least 13.5 (flipping the zero changes nothing).
+    differences = [1.0, 2.0, 2.0, -1.0, 0.0, 3.0]
+    null = [sum(rank for rank, positive in zip([1.5, 3.5, 3.5, 1.5, 5.0], flips) if positive)
+            for flips in itertools.product([0, 1], repeat=5)]
+    by_hand = 2 * sum(value >= 13.5 for value in null) / len(null)
+    assert S.signed_rank_test(differences) == (1.5, by_hand)
+
+
 def test_it_computes_rank_biserial_by_hand():
     differences = [3.0, -1.0, 2.0, 2.0, 0.0, -4.0]
     # Non-zero |d| = 3, 1, 2, 2, 4 -> ranks 4, 1, 2.5, 2.5, 5; W+ = 9, W- = 6.

@@ -21,7 +21,7 @@ from scipy import stats
 
 from analysis.stats.primitives import (
     CONFIDENCE, _join_notes, _missing_columns_note, _note_frame,
-    _single_dimension, each_dimension, holm, mean_ci, rank_biserial,
+    _single_dimension, each_dimension, holm, mean_ci, rank_biserial, signed_rank_test,
 )
 
 #: What ``analysis.stats`` re-exports of this family.
@@ -360,8 +360,8 @@ def _wilcoxon_row(
     if row["n_nonzero"] == 0:
         row["note"] = "no participant with both conditions differs" if zs.size else "no participant rated both conditions"
         return row
-    result = stats.wilcoxon(ft, zs)
-    row.update(W=float(result.statistic), p=float(result.pvalue), rank_biserial=rank_biserial(differences))
+    statistic, pvalue = signed_rank_test(differences)
+    row.update(W=statistic, p=pvalue, rank_biserial=rank_biserial(differences))
     if row["n_nonzero"] < _MIN_PAIRS_FOR_5_PERCENT:
         row["note"] = f"{row['n_nonzero']} non-zero pairs: the test cannot reach p < 0.05"
     return row

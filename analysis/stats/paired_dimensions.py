@@ -24,7 +24,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from analysis.stats.primitives import _join_notes, _missing_columns_note, _note_frame, holm, rank_biserial
+from analysis.stats.primitives import (
+    _join_notes, _missing_columns_note, _note_frame, holm, rank_biserial, signed_rank_test,
+)
 
 #: What ``analysis.stats`` re-exports of this family.
 __all__ = [
@@ -95,7 +97,7 @@ def dimension_wilcoxon(
     ``note``. ``complete_blocks=False`` (participants judged a share of the
     blocks each) leaves the ``rater_mean`` row empty with a note saying why.
 
-    The test is ``scipy.stats.wilcoxon(treatment, baseline)`` with its
+    The test is ``scipy.stats.wilcoxon(treatment, baseline)`` (``signed_rank_test``) with its
     defaults: zero differences dropped, exact p for small samples without
     ties, an exhaustive permutation p for up to 13 pairs with ties, the normal
     approximation beyond. ``W`` is min(W+, W-). Effect sizes, both positive
@@ -224,11 +226,11 @@ def _signed_rank(baseline: np.ndarray, treatment: np.ndarray) -> dict[str, Any]:
     if n_nonzero == 0:
         row["note"] = "every difference is zero: no test"
         return row
-    result = stats.wilcoxon(treatment, baseline)
+    statistic, pvalue = signed_rank_test(differences)
     # scipy's z is that of min(W+, W-), never positive: sign it by the direction of the differences.
     effect = rank_biserial(differences)
     z = abs(float(stats.wilcoxon(treatment, baseline, method="asymptotic").zstatistic)) * np.sign(effect)
-    row.update(W=float(result.statistic), p=float(result.pvalue), z=z, rank_biserial=effect,
+    row.update(W=statistic, p=pvalue, z=z, rank_biserial=effect,
                r=z / np.sqrt(n_nonzero))
     if n_nonzero < _MIN_PAIRS_FOR_5_PERCENT:
         row["note"] = f"{n_nonzero} non-zero pairs: the test cannot reach p < 0.05"
