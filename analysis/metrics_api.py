@@ -13,7 +13,7 @@ from surveys.permissions import Capability, require
 from surveys.signals import announce_action
 from surveys.api import ApiAutoSchema, ErrorSerializer
 
-from . import metrics_run, runs, selectors
+from . import metrics_run, selectors
 from .metrics import ENCODER_NAME, MetricsUnavailable
 from .models import MetricsRun
 
@@ -70,7 +70,7 @@ class MetricsRuns(APIView):
     @extend_schema(request=None, responses={202: MetricsRunSerializer})
     def post(self, request: Request, slug: str) -> Response:
         study = require(request.user, slug, Capability.RUN, request=request)
-        run = runs.metrics_run_create(study=study, requested_by=request.user.get_username())
+        run = metrics_run.metrics_run_create(study=study, requested_by=request.user.get_username())
         announce_action(actor=request.user, study=study, action="run.start", object=f"metrics run {run.pk}",
                         detail="API", request=request)
         run.refresh_from_db()

@@ -24,16 +24,16 @@ import importlib.util
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
 from django.conf import settings
 
-from analysis import frames, metrics, selectors
+from analysis import frames, metrics, runs, selectors
 from analysis.embedding_cache import DatabaseEmbeddingCache, pair_hash
 from analysis.metrics import MetricsUnavailable
-from analysis.models import MetricsRun
+from analysis.models import MetricsRun, MetricsTable
 from surveys.models import Dimension, Study
 
 
@@ -267,3 +267,29 @@ def study_predict(*, study: Study, texts: list[str]) -> tuple[pd.DataFrame, Metr
     baseline = baseline[(baseline["predictor"] == "mean_baseline") & (baseline["held_out"] == "all")]
     scored["baseline_cv_mae"] = float(baseline["mae"].iloc[0]) if len(baseline) else np.nan
     return scored, run
+
+
+# --------------------------------------------------------------------------- the run kind
+
+
+def _metrics_steps(run: MetricsRun, attempt: int, steps: runs.RunSteps) -> dict[str, Any]:
+    outcome = compute_metrics_outcome(run.study, steps)
+    with steps.step("persist"):
+        runs.run_tables_persist(kind=METRICS, run_id=run.pk, attempt=attempt, tables=outcome.tables,
+                                notes=outcome.notes)
+    return {
+        "predictor": outcome.predictor, "source_run_id": outcome.source_run_id,
+        "human_basis": outcome.human_basis[:200], "cache_hits": outcome.cache_hits,
+        "cache_misses": outcome.cache_misses,
+    }
+
+
+METRICS = runs.run_kind_register(runs.RunKind(
+    MetricsRun, MetricsTable, "analysis.run_metrics", "metrics run", _metrics_steps,
+    expected_failures=(MetricsUnavailable,),
+))
+
+
+def metrics_run_create(*, study: Study, requested_by: str = "") -> MetricsRun:
+    """A queued metrics run (or the one already queued); its task is sent once the row is committed."""
+    return runs.run_create(METRICS, study=study, requested_by=requested_by)

@@ -50,10 +50,9 @@ from django.db.models import F, Q
 from django.utils import timezone
 from threadpoolctl import threadpool_limits
 
-from analysis import fanout, frames, metrics_run, pipeline, quality, registry, selectors
+from analysis import fanout, frames, pipeline, quality, registry, selectors
 from analysis.design import Design, study_design
-from analysis.metrics import MetricsUnavailable
-from analysis.models import AnalysisRun, MetricsRun, MetricsTable, ParticipantResult, ResultTable, StoredTable
+from analysis.models import AnalysisRun, ParticipantResult, ResultTable, StoredTable
 from analysis.quality import QualityResult
 from surveys import withdrawal
 from surveys.allocation import allocation_reconcile
@@ -70,19 +69,34 @@ class RunSuperseded(Exception):
 
 @dataclass(frozen=True)
 class RunKind:
-    """What differs between analysis runs and metrics runs: their rows, tables and task."""
+    """One kind of run (analysis, metrics ...): its rows, tables, task and what it computes.
+
+    A kind registers itself (``run_kind_register``) from its own module; this one knows none but the
+    analysis run by name."""
 
     model: type[models.Model]
     table_model: type[StoredTable]
     task_name: str
     label: str
+    #: Computes a claimed run; returns the fields the run is finished with, or None when the run finishes
+    #: itself (an analysis run: when its last table lands).
+    steps: Callable[[Any, int, RunSteps], dict[str, Any] | None]
+    #: Failures that are the environment's, not a bug: logged without a traceback.
+    expected_failures: tuple[type[Exception], ...] = ()
 
 
-ANALYSIS = RunKind(AnalysisRun, ResultTable, "analysis.run_analysis", "run")
+#: Every registered kind, by label, in the order they registered.
+KINDS: dict[str, RunKind] = {}
+
+
+def run_kind_register(kind: RunKind) -> RunKind:
+    """Make ``kind`` known to the passes that send runs again and fail exhausted ones; returns it."""
+    KINDS[kind.label] = kind
+    return kind
+
+
 #: The task that computes some tables of an analysis run (``analysis_run_part``).
 PART_TASK_NAME = "analysis.run_analysis_part"
-METRICS = RunKind(MetricsRun, MetricsTable, "analysis.run_metrics", "metrics run")
-KINDS = (ANALYSIS, METRICS)
 
 
 @dataclass(frozen=True)
@@ -137,9 +151,9 @@ def analysis_run_create(*, study: Study, requested_by: str = "") -> AnalysisRun:
     return _queued_or_new(ANALYSIS, study=study, requested_by=requested_by, thresholds=study.quality_thresholds)
 
 
-def metrics_run_create(*, study: Study, requested_by: str = "") -> MetricsRun:
-    """A queued metrics run (or the one already queued); its task is sent once the row is committed."""
-    return _queued_or_new(METRICS, study=study, requested_by=requested_by)
+def run_create(kind: RunKind, *, study: Study, requested_by: str = "") -> models.Model:
+    """A queued run of ``kind`` (or the one already queued); its task is sent once the row is committed."""
+    return _queued_or_new(kind, study=study, requested_by=requested_by)
 
 
 def _send(task_name: str, args: tuple) -> None:
@@ -217,7 +231,7 @@ def runs_requeue(*, older_than_seconds: float = 0) -> dict[str, list[int]]:
         status=Status.RUNNING, started_at__lte=expired
     )
     sent: dict[str, list[int]] = {}
-    for kind in KINDS:
+    for kind in KINDS.values():
         _fail_exhausted(kind, expired)
         ids = kind.model.objects.filter(stale).order_by("id").values_list("id", flat=True)
         sent[kind.label] = [run_id for run_id in ids if run_enqueue(kind=kind, run_id=run_id)]
@@ -675,24 +689,7 @@ def _part_begin(run_id: int, attempt: int, names: Sequence[str]) -> tuple[Analys
     return run, todo
 
 
-def _metrics_steps(run: MetricsRun, attempt: int, steps: RunSteps) -> dict[str, Any]:
-    outcome = metrics_run.compute_metrics_outcome(run.study, steps)
-    with steps.step("persist"):
-        run_tables_persist(kind=METRICS, run_id=run.pk, attempt=attempt, tables=outcome.tables, notes=outcome.notes)
-    return {
-        "predictor": outcome.predictor, "source_run_id": outcome.source_run_id,
-        "human_basis": outcome.human_basis[:200], "cache_hits": outcome.cache_hits,
-        "cache_misses": outcome.cache_misses,
-    }
-
-
-# A kind's steps return the fields its run is finished with, or None when the
-# run finishes itself (an analysis run: when its last table lands).
-_STEPS: dict[RunKind, Callable[[Any, int, RunSteps], dict[str, Any] | None]] = {
-    ANALYSIS: _analysis_steps, METRICS: _metrics_steps,
-}
-# Failures that are the environment's, not a bug: logged without a traceback.
-_EXPECTED_FAILURES = (MetricsUnavailable,)
+ANALYSIS = run_kind_register(RunKind(AnalysisRun, ResultTable, "analysis.run_analysis", "run", _analysis_steps))
 
 
 def run_execute(*, kind: RunKind, run_id: int, attempt: int) -> None:
@@ -701,12 +698,12 @@ def run_execute(*, kind: RunKind, run_id: int, attempt: int) -> None:
     steps = RunSteps(lambda name: run_step(kind=kind, run_id=run_id, attempt=attempt, step=name))
     began = time.perf_counter()
     try:
-        fields = _STEPS[kind](run, attempt, steps)
+        fields = kind.steps(run, attempt, steps)
     except RunSuperseded:
         logger.warning("%s %s: attempt %s was superseded; leaving it to the newer attempt", kind.label, run_id, attempt)
         return
     except Exception as exc:  # noqa: BLE001 - any failure must end up readable on the run
-        if not isinstance(exc, _EXPECTED_FAILURES):
+        if not isinstance(exc, kind.expected_failures):
             logger.exception("%s %s failed in step %s", kind.label, run_id, steps.current)
         steps.timings["total"] = round(time.perf_counter() - began, 3)
         run_fail(kind=kind, run_id=run_id, attempt=attempt, timings=steps.timings,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from analysis import runs
+from analysis import metrics_run, runs
 
 
 @shared_task(name=runs.ANALYSIS.task_name, acks_late=True)
@@ -26,10 +26,10 @@ def run_analysis_part(run_id: int, attempt: int, names: list[str]) -> str:
     return runs.analysis_run_part(run_id=run_id, attempt=attempt, names=names)
 
 
-@shared_task(name=runs.METRICS.task_name, acks_late=True)
+@shared_task(name=metrics_run.METRICS.task_name, acks_late=True)
 def run_metrics(run_id: int) -> str:
     """Claim metrics run ``run_id`` and compute it."""
-    return runs.task_body(kind=runs.METRICS, run_id=run_id)
+    return runs.task_body(kind=metrics_run.METRICS, run_id=run_id)
 
 
 @shared_task(name="analysis.requeue_stale_runs", ignore_result=True)

@@ -345,7 +345,7 @@ def metrics_page(request: HttpRequest, slug: str) -> HttpResponse:
 @require_POST
 def metrics_start(request: HttpRequest, slug: str) -> HttpResponse:
     study = require(request.user, slug, Capability.RUN, request=request)
-    metrics = runs.metrics_run_create(study=study, requested_by=request.user.get_username())
+    metrics = metrics_run.metrics_run_create(study=study, requested_by=request.user.get_username())
     announce_action(actor=request.user, study=study, action="run.start", object=f"metrics run {metrics.pk}",
                     request=request)
     return redirect("researcher:metrics", slug=study.slug)

@@ -8,7 +8,7 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from analysis import fanout, quality, registry, runs
+from analysis import fanout, metrics_run, quality, registry, runs
 from analysis.models import AnalysisRun, ParticipantResult, ResultTable
 from analysis.selectors import analysis_run_latest_done, result_table_frame
 from analysis.tasks import run_analysis
@@ -233,14 +233,14 @@ def test_a_metrics_run_is_requeued_like_an_analysis_run(small_study):
     from analysis.models import MetricsRun
 
     analysis_run = queued_run(small_study)
-    metrics_run = MetricsRun.objects.create(study=small_study)
-    assert runs.runs_requeue() == {"run": [analysis_run.pk], "metrics run": [metrics_run.pk]}
+    metrics = MetricsRun.objects.create(study=small_study)
+    assert runs.runs_requeue() == {"run": [analysis_run.pk], "metrics run": [metrics.pk]}
     analysis_run.refresh_from_db()
-    metrics_run.refresh_from_db()
+    metrics.refresh_from_db()
     assert (analysis_run.status, analysis_run.attempts) == ("done", 1)
     # Without the optional stack the run fails with the install hint; with it, it is done.
-    assert metrics_run.attempts == 1 and metrics_run.status in {"done", "failed"}
-    assert metrics_run.status == "done" or "pip install" in metrics_run.error
+    assert metrics.attempts == 1 and metrics.status in {"done", "failed"}
+    assert metrics.status == "done" or "pip install" in metrics.error
 
 
 def test_a_request_for_a_run_identical_to_a_queued_one_gets_that_run(small_study):
@@ -251,7 +251,7 @@ def test_a_request_for_a_run_identical_to_a_queued_one_gets_that_run(small_study
     small_study.save()
     other = runs.analysis_run_create(study=small_study, requested_by="alice")  # other thresholds: another run
     assert other.pk != first.pk
-    assert runs.metrics_run_create(study=small_study).pk == runs.metrics_run_create(study=small_study).pk
+    assert metrics_run.metrics_run_create(study=small_study).pk == metrics_run.metrics_run_create(study=small_study).pk
 
 
 def _closed_port() -> int:
@@ -291,7 +291,7 @@ def _enqueue_each_kind_in_a_fresh_process(broker_port: int) -> list[tuple[str, s
 
     script = (
         "import time, django; django.setup(); import analysis.tasks; from analysis import runs\n"
-        "for kind in runs.KINDS:\n"
+        "for kind in runs.KINDS.values():\n"
         "    began = time.perf_counter(); sent = runs.run_enqueue(kind=kind, run_id=1)\n"
         "    print(kind.label, sent, round(time.perf_counter() - began, 3))\n"
     )
@@ -370,3 +370,23 @@ def test_the_dashboard_says_when_a_run_waits_for_a_worker_or_its_worker_died(cli
     claim_run(run.pk)
     AnalysisRun.objects.filter(pk=run.pk).update(started_at=timezone.now() - timedelta(hours=1))
     assert "Its worker stopped answering" in client.get(f"/studies/{small_study.slug}/").content.decode()
+
+
+def test_a_kind_of_run_registered_outside_runs_is_computed_by_its_own_steps(small_study, monkeypatch):
+    # runs.py names only the analysis run; the metrics run registers itself from metrics_run.py, as this one does.
+    assert {"run", "metrics run"} <= set(runs.KINDS)
+    monkeypatch.setattr(runs, "KINDS", dict(runs.KINDS))
+    computed = []
+
+    def steps(run, attempt, timer):
+        with timer.step("count"):
+            computed.append((run.pk, attempt))
+        return {}
+
+    kind = runs.run_kind_register(runs.RunKind(AnalysisRun, ResultTable, "tests.throwaway", "throwaway run", steps))
+    run = AnalysisRun.objects.create(study=small_study)
+    claim = runs.run_claim(kind=kind, run_id=run.pk)
+    runs.run_execute(kind=kind, run_id=run.pk, attempt=claim.attempt)
+    run.refresh_from_db()
+    assert computed == [(run.pk, 1)] and run.status == "done" and "count" in run.timings
+    assert runs.KINDS["throwaway run"] is kind
