@@ -23,11 +23,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from surveys.permissions import Capability, require, studies_visible_to
-from surveys.signals import announce_action
 from surveys.api import ApiAutoSchema, ErrorSerializer
-from web.throttles import UserRateThrottle
 from surveys.coverage import block_coverage_rows, coverage_summary
+from surveys.permissions import Capability, require, studies_visible_to
+from web.signals import announce_action
+from web.throttles import UserRateThrottle
 
 from . import exports, frames, importers, runs, selectors
 from .models import AnalysisRun, ResultTable

@@ -145,8 +145,9 @@ def study_design(study_id: int) -> Design:
 
 
 def _has_judges(study_id: int) -> bool:
+    from analysis.judge_source import judge_source
     from analysis.models import MetricsRun
-    from judges.models import JudgeAnswer
 
-    return (JudgeAnswer.objects.filter(judge__study_id=study_id).exists()
+    source = judge_source()
+    return ((source is not None and source.has_answers(study_id))
             or MetricsRun.objects.filter(study_id=study_id, status="done").exists())

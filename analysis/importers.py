@@ -27,6 +27,7 @@ from typing import IO, Any
 
 import numpy as np
 import pandas as pd
+from django import forms
 from django.db import transaction
 
 from analysis import import_writer
@@ -718,3 +719,24 @@ def gold_import(*, study: Study, gold_file: IO) -> GoldImportReport:
             changed, update_conflicts=True, unique_fields=["item"], update_fields=["score", "updated_at"], batch_size=1000
         )
     return GoldImportReport(scores_written=len(changed), scores_unchanged=len(scores) - len(changed))
+
+
+@dataclass(frozen=True)
+class ImportKind:
+    """An upload the import page takes besides responses and gold scores, registered by the app that owns it
+    (judges/ registers "judgements"), so analysis never imports that app."""
+
+    #: The form's ``kind`` value; the page's context names the form ``<name>_form``.
+    name: str
+    form: type[forms.Form]
+    #: (study, the form's cleaned data) -> the import's report; raises ``ImportProblems``.
+    run: Callable[[Study, dict[str, Any]], Any]
+
+
+#: The registered kinds, by name.
+IMPORT_KINDS: dict[str, ImportKind] = {}
+
+
+def import_kind_register(kind: ImportKind) -> ImportKind:
+    IMPORT_KINDS[kind.name] = kind
+    return kind

@@ -9,9 +9,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from surveys.permissions import Capability, require
-from surveys.signals import announce_action
 from surveys.api import ApiAutoSchema, ErrorSerializer
+from surveys.permissions import Capability, require
+from web.signals import announce_action
 
 from . import metrics_run, selectors
 from .metrics import ENCODER_NAME, MetricsUnavailable

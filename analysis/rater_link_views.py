@@ -14,7 +14,7 @@ from django.views.decorators.http import require_POST
 
 from surveys import rater_links
 from surveys.permissions import Capability, require
-from surveys.signals import announce_action
+from web.signals import announce_action
 from surveys.models import Study
 
 

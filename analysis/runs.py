@@ -52,6 +52,7 @@ from threadpoolctl import threadpool_limits
 
 from analysis import fanout, frames, pipeline, quality, registry, selectors
 from analysis.design import Design, study_design
+from analysis.judge_source import judge_source
 from analysis.models import AnalysisRun, ParticipantResult, ResultTable, StoredTable
 from analysis.quality import QualityResult
 from surveys import withdrawal
@@ -572,12 +573,12 @@ def _pairwise_frame(study_id: int, design: Design) -> pd.DataFrame:
 
 
 def _judge_frames(study_id: int, design: Design) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The judges' ratings and pairwise choices (judges.selectors); empty frames (no queries) for a study without."""
-    if not design.has_judges:
+    """The judges' ratings and pairwise choices (the registered ``judge_source``: judges.selectors); empty frames
+    (no queries) for a study without."""
+    source = judge_source()
+    if not design.has_judges or source is None:
         return pd.DataFrame(), pd.DataFrame()
-    from judges import selectors as judge_selectors
-
-    return judge_selectors.judge_ratings_frame(study_id), judge_selectors.judge_pairwise_frame(study_id)
+    return source.ratings_frame(study_id), source.pairwise_frame(study_id)
 
 
 def _table_seconds_of_last_run(run: AnalysisRun) -> dict[str, float]:

@@ -18,12 +18,10 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_POST
 
-from judges.forms import JudgementsImportForm
-from judges.importers import judgements_import
-from surveys.permissions import Capability, can, require, studies_visible_to
-from surveys.signals import announce_action
 from surveys.monitoring import dashboard_snapshot
+from surveys.permissions import Capability, can, require, studies_visible_to
 from web.security import chart_page_csp
+from web.signals import announce_action
 
 from . import charts, exports, importers, metrics_run, registry, runs, selectors
 from .forms import GoldImportForm, ResponsesImportForm
@@ -172,13 +170,16 @@ def _still_computing(run: AnalysisRun) -> list[str] | None:
 def import_data(request: HttpRequest, slug: str) -> HttpResponse:
     """Upload responses collected elsewhere, or gold scores; all-or-nothing with every problem listed."""
     study = require(request.user, slug, Capability.MANAGE, request=request)
-    responses_form, gold_form, judgements_form = ResponsesImportForm(), GoldImportForm(), JudgementsImportForm()
+    responses_form, gold_form = ResponsesImportForm(), GoldImportForm()
+    # Uploads other apps register (judges' answers: judges.importers, validated like the responses).
+    registered_forms = {name: kind.form() for name, kind in importers.IMPORT_KINDS.items()}
     problems, report, status = [], None, 200
     if request.method == "POST":
         kind = request.POST.get("kind")
-        if kind == "judgements":  # judges' answers (judges.importers), validated like the responses
-            judgements_form = JudgementsImportForm(request.POST, request.FILES)
-            form, run_import = judgements_form, lambda f: judgements_import(study=study, file=f["judgements"])
+        if kind in importers.IMPORT_KINDS:
+            registered = importers.IMPORT_KINDS[kind]
+            registered_forms[kind] = registered.form(request.POST, request.FILES)
+            form, run_import = registered_forms[kind], lambda f: registered.run(study, f)
         elif kind == "gold":
             gold_form = GoldImportForm(request.POST, request.FILES)
             form, run_import = gold_form, lambda f: importers.gold_import(study=study, gold_file=f["gold"])
@@ -195,7 +196,7 @@ def import_data(request: HttpRequest, slug: str) -> HttpResponse:
             status = 400
     return render(request, "researcher/import.html", {
         "study": study, "responses_form": responses_form, "gold_form": gold_form, "problems": problems,
-        "report": report, "judgements_form": judgements_form,
+        "report": report, **{f"{name}_form": form for name, form in registered_forms.items()},
     }, status=status)
 
 

@@ -1,4 +1,4 @@
-"""Connect the trail to what it records: ``surveys.signals.researcher_action`` (every app's
+"""Connect the trail to what it records: ``web.signals.researcher_action`` (every app's
 actions) and Django's sign-in signals."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 from django.contrib.auth.signals import user_logged_in, user_login_failed
 from django.dispatch import receiver
 
-from surveys.signals import client_address, researcher_action
+from web.signals import client_address, researcher_action
 
 from .services import audit_event_record
 

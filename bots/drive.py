@@ -25,10 +25,11 @@ from datetime import datetime, timedelta
 
 from django.utils import timezone
 
-from surveys import clock, selectors, services
+from surveys import selectors, services
 from surveys.demographics import offered_answers
 from surveys.forms import DemographicsForm, PageForm
 from surveys.models import Study
+from web import clock
 
 from . import selectors as bot_selectors
 from .channels import entry_for, open_link_id, panel_entry

@@ -3,33 +3,13 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from html.parser import HTMLParser
 
 from surveys.models import Study
-from surveys.questions import QUESTION_TYPES
 from surveys.selectors import VisitPage
 
-
-@dataclass
-class PageSpec:
-    """The questions of one page, however it was obtained (HTML or database)."""
-
-    kind: str  # consent, instructions, block, check, demographics, done, exit, or "" (unknown)
-    visit_id: int | None = None
-    placements: list[int] = field(default_factory=list)
-    dimensions: dict[str, list[int]] = field(default_factory=dict)
-    ranking: bool = False
-    best_worst: bool = False
-    pairwise: bool = False
-    texts: dict[str, int] = field(default_factory=dict)  # field name -> max length
-    required: set[str] = field(default_factory=set)  # the text fields a participant must fill
-    statement: str = ""
-    check_points: list[int] = field(default_factory=list)
-    selects: dict[str, list[str]] = field(default_factory=dict)  # demographics: name -> choices
-    numbers: dict[str, tuple[float, float, bool]] = field(default_factory=dict)  # name -> (min, max, whole numbers)
-    completion_code: str = ""
-    csrf_token: str = ""
+from .page_spec import PageSpec
+from .question_bots import question_bots
 
 
 class _PageParser(HTMLParser):
@@ -109,8 +89,8 @@ def page_spec_from_html(html: str) -> PageSpec:
     spec.placements = list(parser.placements)
     # Each question type takes what it recognises; the selects left are demographic questions.
     selects = dict(parser.selects)
-    for kind in QUESTION_TYPES:
-        kind.read_spec(spec, radios=parser.radios, selects=selects)
+    for bot in question_bots():
+        bot.read_spec(spec, radios=parser.radios, selects=selects)
     if "attention" in parser.radios:
         spec.check_points = [int(v) for v in parser.radios["attention"]]
         spec.statement = parser.legends[0].strip() if parser.legends else ""
@@ -130,14 +110,7 @@ def page_spec_from_db(*, page: VisitPage, study: Study) -> PageSpec:
             statement=page.visit.attention_check.text,
             check_points=page.dimensions[0].points,
         )
-    return PageSpec(
-        kind="block",
-        visit_id=page.visit.pk,
-        placements=[p.pk for p in page.placements],
-        dimensions={d.key: d.points for d in page.dimensions},
-        ranking=study.ranking_enabled,
-        best_worst=study.best_worst_enabled,
-        pairwise=study.pairwise_enabled,
-        texts={f"text-{q.key}": q.max_length for q in page.free_text_questions},
-        required={f"text-{q.key}" for q in page.free_text_questions if q.required},
-    )
+    spec = PageSpec(kind="block", visit_id=page.visit.pk, placements=[p.pk for p in page.placements])
+    for bot in question_bots():
+        bot.read_page(spec, page=page, study=study)
+    return spec

@@ -5,14 +5,11 @@ from __future__ import annotations
 import math
 import random
 import re
-from collections.abc import Callable
 
 from surveys.definition import OUTSIDE_US, PREFER_NOT
-from surveys.questions import QUESTION_TYPES
 
-from .pages import PageSpec
-
-Quality = Callable[[int], "float | None"]  # placement id -> expected rating (None = unknown)
+from .page_spec import PageSpec
+from .question_bots import Quality, question_bots
 
 REASONS = [
     "It acknowledged the feelings before giving advice.",
@@ -56,9 +53,9 @@ class Persona:
         """Every question type of the page answers in this persona's way (``surveys.questions``)."""
         fields: dict[str, str] = {}
         score: dict[int, float] = {}
-        for kind in QUESTION_TYPES:
-            if kind.spec_asks(spec):
-                fields.update(kind.bot_fields(self, spec, quality, score, rng))
+        for bot in question_bots():
+            if bot.asks(spec):
+                fields.update(bot.fields(self, spec, quality, score, rng))
         return fields
 
     def ranks(self, placements: list[int], score: dict[int, float], rng: random.Random) -> dict[str, str]:

@@ -19,9 +19,9 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.urls import reverse
 
-from surveys import clock
 from surveys.allocation import allocation_reconcile
 from surveys.models import Participant, Study
+from web import clock
 
 from . import selectors
 from .client import ProlificClient, ProlificError

@@ -12,9 +12,9 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_POST
 
-from surveys.permissions import Capability, require
-from surveys.signals import announce_action
 from surveys.models import Study
+from surveys.permissions import Capability, require
+from web.signals import announce_action
 
 from . import selectors, services
 from .client import ProlificError

@@ -44,7 +44,8 @@ from django.db import connection, transaction
 from django.db.models import Case, Count, F, IntegerField, Max, OuterRef, Q, Subquery, Value, When
 from django.db.models.functions import Coalesce, Random
 
-from . import clock
+from web import clock
+
 from .models import Block, BlockAssignment, BlockTally, Item, ItemPlacement, PairTally, Participant, Study
 from .places import StudyClosed, StudyFull, lock_study
 

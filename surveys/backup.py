@@ -39,7 +39,7 @@ from django.core.management.color import no_style
 from django.db import IntegrityError, connection, models, transaction
 from django.db.migrations.loader import MigrationLoader
 
-from .signals import announce_action
+from web.signals import announce_action
 
 FORMAT = "hev-study-dump"
 FORMAT_VERSION = 1

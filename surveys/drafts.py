@@ -17,7 +17,8 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.http import QueryDict
 
-from . import clock
+from web import clock
+
 from .models import BlockVisit, Draft, Participant
 
 # Posted with every form but not answers.

@@ -31,7 +31,7 @@ from .questions.controls import (
 )
 from .questions.ranking import script_texts
 from .selectors import VisitPage
-from .services import PageAnswers
+from .page_answers import PageAnswers
 
 TAMPER_MESSAGE = gettext_lazy("Some answers do not belong to this page. Please reload the page and answer again.")
 

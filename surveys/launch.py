@@ -11,8 +11,9 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from web.signals import announce_action
+
 from .models import Study
-from .signals import announce_action
 
 
 @transaction.atomic

@@ -16,6 +16,8 @@ from django.db.models import F
 from django.utils import timezone
 from pydantic import ValidationError
 
+from web.signals import announce_action
+
 from . import allocation
 from .definition import PANEL_ONLY, PARTICIPANT_FACING, RecruitmentDef, StudyDefinition, allocation_target
 from .models import (
@@ -31,7 +33,6 @@ from .models import (
     Study,
     System,
 )
-from .signals import announce_action
 
 
 class StudyLocked(Exception):

@@ -10,7 +10,8 @@ from typing import Any
 from django.db.models import Count, Q, Sum
 from django.db.models.functions import TruncHour
 
-from . import clock
+from web import clock
+
 from .coverage import block_counts, block_coverage_rows, coverage_summary
 from .models import BlockVisit, ConsentDecline, Item, ItemPlacement, Participant, Study, TurnAway
 from .places import live_hold

@@ -19,8 +19,9 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import Exists, OuterRef, Q, QuerySet, Subquery
 from django.http import Http404
 
+from web.signals import announce_action
+
 from .models import Study, StudyMembership
-from .signals import announce_action
 
 OWNER = "owner"
 STAFF = "staff"

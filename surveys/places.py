@@ -33,7 +33,8 @@ from datetime import datetime, timedelta
 from django.db import transaction
 from django.db.models import Q
 
-from . import clock
+from web import clock
+
 from .models import Participant, Study
 
 # Longer than any request takes: a hold renewed at the start of a request outlives its save.

@@ -26,7 +26,9 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count, Q
 from django.urls import reverse
 
-from . import clock, limits
+from web import clock
+
+from . import limits
 from .models import Participant, RaterLink, Study
 
 TOKEN_PARAM = "invite"

@@ -16,11 +16,18 @@ from datetime import datetime, timedelta
 
 from django.db import transaction
 from django.db.models import F
+from django.dispatch import Signal
 
-from . import clock
+from web import clock
+from web.signals import announce_action
+
 from .models import Participant, RaterLink, Study
 from .pseudonyms import pseudonym_for
-from .signals import announce_action
+
+#: Sent (``study``, ``key``: the study's pseudonym key) inside the transaction that removes a study's
+#: identifiers: an app that keeps copies of panel ids (prolific/) replaces them by their pseudonyms
+#: (``pseudonym_for(key=key, ...)``). Apps above surveys listen; surveys never imports them.
+identifiers_removing = Signal()
 
 
 def identifiers_days(study: Study) -> int | None:
@@ -55,21 +62,11 @@ def identifiers_remove(*, study: Study, now: datetime | None = None) -> int:
                                                       panel_session_id="")
         for link in RaterLink.objects.filter(study=study):
             RaterLink.objects.filter(pk=link.pk).update(external_id=pseudonym_for(key=key, external_id=link.external_id))
-        _panel_rows_pseudonymise(study, key)
+        identifiers_removing.send(sender=Study, study=study, key=key)
         Study.objects.filter(pk=study.pk).update(identifiers_removed_at=now)
         announce_action(actor=None, study=study, action="identifiers.remove", object=f"{changed} participants",
                         detail=f"retention: identifiers_days={identifiers_days(study)}")
     return changed
-
-
-def _panel_rows_pseudonymise(study: Study, key: str) -> None:
-    """Prolific's copies of the ids (a submission may be returned before its participant reached us)."""
-    from prolific.models import BonusLine, PanelSubmission  # prolific depends on surveys, not the reverse
-
-    for model, rows in ((PanelSubmission, PanelSubmission.objects.filter(panel_study__study=study)),
-                        (BonusLine, BonusLine.objects.filter(panel_study__study=study))):
-        for pk, panel_id in rows.values_list("pk", "panel_participant_id"):
-            model.objects.filter(pk=pk).update(panel_participant_id=pseudonym_for(key=key, external_id=panel_id))
 
 
 def retention_pass(*, now: datetime | None = None) -> list[str]:

@@ -3,7 +3,7 @@
 Each public function is one transaction. Answers are saved under a lock on the
 participant row, so a double submit or two tabs posting the same page store one
 set of answers, and a page is only ever accepted while it is the current one.
-All times come from ``surveys.clock.now()`` so simulated participants can take
+All times come from ``web.clock.now()`` so simulated participants can take
 realistic durations.
 """
 
@@ -19,7 +19,9 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count, Exists, F, OuterRef, Value
 from django.db.models.functions import Coalesce
 
-from . import allocation, clock, demographics, drafts, enrolment_pg, limits, sequence
+from web import clock
+
+from . import allocation, demographics, drafts, enrolment_pg, limits, sequence
 from .models import (
     AttentionCheck,
     Block,
@@ -35,6 +37,7 @@ from .models import (
     TurnAway,
 )
 # StudyClosed and StudyFull are raised by participant_enroll; they live with the places they guard.
+from .page_answers import PageAnswers
 from .places import StudyClosed, StudyFull, hold_limit, place_confirm, study_is_full  # noqa: F401
 from .pseudonyms import pseudonym_for
 from .questions import QUESTION_TYPES
@@ -58,19 +61,6 @@ class SubmitOutcome(str, Enum):
     SAVED = "saved"
     ALREADY_SAVED = "already_saved"  # a double submit: the first one won
     NOT_CURRENT = "not_current"  # a page that is not (or no longer) the participant's current one
-
-
-@dataclass
-class PageAnswers:
-    """The validated answers of one page, keyed by placement and dimension ids."""
-
-    ratings: dict[tuple[int, int], int] = field(default_factory=dict)
-    ranks: dict[int, int] = field(default_factory=dict)
-    best: int | None = None
-    worst: int | None = None
-    free_text: dict[int, str] = field(default_factory=dict)
-    preference: str = ""  # a pairwise block: left, right, tie or both_bad
-    attention_value: int | None = None
 
 
 # --- counters that record nothing about the person --------------------------------

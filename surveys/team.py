@@ -14,9 +14,10 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 
+from web.signals import announce_action
+
 from .models import Study, StudyMembership
 from .permissions import OWNER, STAFF, role_of
-from .signals import announce_action
 
 #: The roles an owner can give, as the team page lists them.
 ROLES = (OWNER, *StudyMembership.Role.values)

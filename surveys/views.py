@@ -29,7 +29,9 @@ from django.utils.functional import Promise
 from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_POST
 
-from . import clock, drafts, limits, open_links, places, rater_links, recruitment, selectors, services, withdrawal
+from web import clock
+
+from . import drafts, limits, open_links, places, rater_links, recruitment, selectors, services, withdrawal
 from .conversation import transcript_of
 from .language import in_study_language, study_language_confirm
 from .forms import TAMPER_MESSAGE, DemographicsForm, PageForm

@@ -21,10 +21,12 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 
-from . import allocation, clock
+from web import clock
+from web.signals import announce_action
+
+from . import allocation
 from .models import Participant, Study, Withdrawal
 from .pseudonyms import pseudonym_for
-from .signals import announce_action
 
 Channel = Withdrawal.Channel
 
@@ -51,7 +53,7 @@ def participant_find_for_deletion(*, study: Study, identifier: str) -> Participa
 
 
 def participant_withdraw(*, participant_id: int, channel: str, actor: Any = None, request: Any = None) -> Withdrawal | None:
-    """Delete the participant's answers and row, keep a tombstone; announce it (``surveys.signals``).
+    """Delete the participant's answers and row, keep a tombstone; announce it (``web.signals``).
 
     Idempotent: a participant already gone (withdrawn by a double click or in another tab) changes nothing
     and returns None."""

@@ -13,13 +13,14 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from surveys import allocation, clock, services
+from surveys import allocation, services
 from surveys.definition import DefinitionError, parse_definition
 from surveys.loader import study_load
 from surveys.models import BlockAssignment, BlockTally, BlockVisit, ItemPlacement, PairTally, Participant
 from surveys.places import StudyFull
 from tests.support.generated_outputs import definition_from_outputs, outputs_rows, without_sample
 from tests.support.threads import in_threads
+from web import clock
 
 pytestmark = pytest.mark.django_db
 

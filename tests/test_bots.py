@@ -143,3 +143,18 @@ def test_simulate_participants_fills_a_study_with_every_group_and_is_idempotent(
     call_command("simulate_participants", study="counselor", n=40, seed=4)
     assert participants.count() == 40
     assert "nothing to add" in capsys.readouterr().out
+
+
+def test_every_registered_question_type_has_its_bot_and_one_without_is_named(monkeypatch):
+    from bots import question_bots
+    from surveys import questions
+    from surveys.questions import QUESTION_TYPES, QuestionType
+
+    assert question_bots.question_bots() == [question_bots.BOTS[t.key] for t in QUESTION_TYPES]
+
+    class Slider(QuestionType):
+        key = "slider"
+
+    monkeypatch.setattr(question_bots, "QUESTION_TYPES", (*questions.QUESTION_TYPES, Slider()))
+    with pytest.raises(LookupError, match="slider"):
+        question_bots.question_bots()

@@ -12,10 +12,11 @@ from django.http import QueryDict
 from django.test import Client
 
 from analysis.frames import ratings_frame, visits_frame
-from surveys import clock, drafts, selectors, services
+from surveys import drafts, selectors, services
 from surveys.models import BlockVisit, DemographicQuestion, Draft, ItemPlacement, Participant, Rating
 from tests.support.researcher import finished_run
 from tests.test_codebook import open_zip, read_csvs
+from web import clock
 
 PID = "a" * 24
 OTHER_PID = "b" * 24

@@ -13,13 +13,14 @@ from datetime import timedelta
 import pytest
 from django.db import connection
 
-from surveys import allocation, clock, enrolment_pg, services
+from surveys import allocation, enrolment_pg, services
 from surveys.definition import parse_definition
 from surveys.loader import study_load
 from surveys.models import BlockAssignment, BlockTally, BlockVisit, ItemPlacement, Participant, Study
 from surveys.places import StudyClosed, StudyFull
 from surveys.withdrawal import participant_withdraw
 from tests.support.generated_outputs import definition_from_outputs, outputs_rows, without_sample
+from web import clock
 
 pytestmark = [pytest.mark.django_db,
               pytest.mark.skipif("connection.vendor != 'postgresql'", reason="the PostgreSQL path")]

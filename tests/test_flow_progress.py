@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from surveys.clock import clock_set_to
+from web.clock import clock_set_to
 
 PID = "ab" * 12
 

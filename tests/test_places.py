@@ -10,12 +10,13 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from surveys import clock, places, services
-from surveys.clock import clock_set_to
+from surveys import places, services
 from surveys.definition import DefinitionError, parse_definition
 from surveys.models import Participant, TurnAway
 from tests.support.researcher import field
 from tests.support.threads import in_threads
+from web import clock
+from web.clock import clock_set_to
 
 A, B, C = "a" * 24, "b" * 24, "c" * 24
 

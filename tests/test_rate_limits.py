@@ -16,13 +16,13 @@ from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from surveys.clock import clock_set_to
 from tests.support.external_services import require_service
 from tests.support.researcher import PASSWORD
 from tests.support.studies import load_fixture
 from tests.support.threads import in_threads
 from web import ratelimit
 from web.accounts import MAX_FAILURES, WINDOW_SECONDS, _account_key
+from web.clock import clock_set_to
 from web.models import RateCounter
 
 BURST = 50

@@ -20,9 +20,9 @@ from audit.models import AppendOnly, AuditEvent
 from surveys import team
 from surveys.launch import study_launch
 from surveys.models import StudyMembership
-from surveys.signals import announce_action
 from tests.support.researcher import PASSWORD, make_user
 from tests.support.studies import load_fixture
+from web.signals import announce_action
 
 
 @pytest.fixture

@@ -17,11 +17,11 @@ from surveys.models import (
     BlockAssignment, BlockTally, BlockVisit, Draft, FreeTextAnswer, ItemPlacement, Participant, Rating, Study,
     Withdrawal,
 )
-from surveys.signals import researcher_action
 from tests.support.downloads import csv_rows
 from tests.support.researcher import fill_with_bots, finished_run
 from tests.support.shared import in_process_tasks, rows_kept_until_exit
 from tests.support.studies import load_fixture, load_short_tide
+from web.signals import researcher_action
 
 pytestmark = pytest.mark.django_db
 PID = "a" * 24
@@ -30,7 +30,7 @@ OTHER_PID = "b" * 24
 
 @contextmanager
 def announced():
-    """The actions announced on surveys.signals.researcher_action meanwhile (our own signal: the audit
+    """The actions announced on web.signals.researcher_action meanwhile (our own signal: the audit
     trail's receiver connects the same way)."""
     heard: list[dict] = []
 

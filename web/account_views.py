@@ -15,7 +15,7 @@ from django.urls import reverse_lazy
 from django.utils.http import url_has_allowed_host_and_scheme
 from django_otp.plugins.otp_totp.models import TOTPDevice
 
-from surveys.signals import announce_action
+from web.signals import announce_action
 
 
 class PasswordChange(auth_views.PasswordChangeView):

@@ -19,7 +19,7 @@ from django.core.cache import cache
 from django.db import connection, transaction
 from django.db.models import F
 
-from surveys import clock
+from web import clock
 
 from .models import RateCounter
 

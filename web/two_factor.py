@@ -19,7 +19,7 @@ from django.shortcuts import redirect
 from django.utils.http import urlencode
 from django_otp import match_token, user_has_device
 
-from surveys.signals import announce_action
+from web.signals import announce_action
 
 
 class TwoFactorAuthenticationForm(AuthenticationForm):

@@ -3,29 +3,57 @@
 A type carries, in one place, everything about one kind of question a block
 asks: the checks across the definition, the page form's fields and their
 rules, the controls the template renders, the service's last check and the
-save, how a bot answers it, and the answer exports it brings (the exports and
+save, and the answer exports it brings (the exports and
 their codebook entries are ``analysis.exports``/``analysis.codebook`` entries
 named here). The form, the service and the bots loop over the registered types
-and know none of them.
+and know none of them; how a bot reads and answers a type is ``bots.question_bots``'s
+(surveys never imports bots).
 """
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..models import Participant, Study
 
 if TYPE_CHECKING:
-    from bots.pages import PageSpec
-    from bots.personas import Persona
-
-    from ..definition import StudyDefinition
-    from ..forms import PageForm
+    from ..page_answers import PageAnswers
     from ..selectors import VisitPage
-    from ..services import PageAnswers
     from .controls import Control
+
+
+# The definition, the form and the service loop over the types, so the types know them only by what they
+# use of them (a protocol each), never by an import: the question package sits below all three.
+
+
+class StudyDefinition(Protocol):
+    """What a type reads of a study definition (``surveys.definition.StudyDefinition``): its blocks,
+    dimensions and labels, and the fields the types own (``definition_fields``), read by name."""
+
+    blocks: list[Any]
+    dimensions: list[Any]
+    letter_labels: bool
+
+    def __getattr__(self, name: str) -> Any: ...
+
+
+class PageForm(Protocol):
+    """What a type uses of the page's form (``surveys.forms.PageForm``, a Django form)."""
+
+    page: VisitPage
+    construct: str
+    letter_labels: bool
+    numbers: dict[int, int]
+    fields: dict[str, Any]
+    data: Any
+    initial: dict[str, Any]
+    errors: Any
+    is_bound: bool
+
+    def add_error(self, field: str | None, error: Any) -> None: ...
+
+    def cards(self) -> list[Any]: ...
 
 
 @dataclass(frozen=True)
@@ -112,19 +140,3 @@ class QuestionType:
 
     def save(self, page: "VisitPage", participant: Participant, answers: "PageAnswers") -> None:
         """Write the type's answers (inside the submit's transaction, after ``check`` passed)."""
-
-    # --- bots -----------------------------------------------------------------------
-    def read_spec(self, spec: "PageSpec", *, radios: dict[str, list[str]], selects: dict[str, list[str]]) -> None:
-        """Note in ``spec`` what a page's HTML asks of this type (the HTTP bots read pages as a browser does);
-        a select the type owns is taken out of ``selects`` (those left are demographic questions)."""
-
-    def spec_asks(self, spec: "PageSpec") -> bool:
-        return False
-
-    def bot_fields(
-        self, persona: "Persona", spec: "PageSpec", quality: Callable[[int], float | None], score: dict[int, float],
-        rng: random.Random,
-    ) -> dict[str, str]:
-        """The persona's answers to this type, as posted fields (called only when ``spec_asks``; rating is
-        always called first, as it fills ``score``: the persona's liking of each placement)."""
-        return {}

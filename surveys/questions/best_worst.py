@@ -112,13 +112,3 @@ class BestWorstType(QuestionType):
         for placement in page.placements:
             placement.choice = chosen.get(placement.pk, "")
         ItemPlacement.objects.bulk_update(page.placements, ["choice"])
-
-    def read_spec(self, spec, *, radios, selects) -> None:
-        spec.best_worst = "most" in radios
-
-    def spec_asks(self, spec) -> bool:
-        return spec.best_worst
-
-    def bot_fields(self, persona, spec, quality, score, rng) -> dict[str, str]:
-        best, worst = persona.best_worst(spec.placements, score, rng)
-        return {"most": str(best), "least": str(worst)}

@@ -17,7 +17,7 @@ from ..models import FreeTextAnswer, FreeTextQuestion
 from .base import QuestionType
 from .controls import Control, entered_value, field_error, free_text_messages
 
-_FIELD = re.compile(r"^text-(.+)$")
+FIELD_PATTERN = re.compile(r"^text-(.+)$")
 
 FREE_TEXT_FILE = "free_text.csv"
 FREE_TEXT_COLUMNS = ["participant_id", "question_key", "block_id", "scenario", "text"]
@@ -97,12 +97,3 @@ class FreeTextType(QuestionType):
             for qid, text in answers.free_text.items()
             if text
         )
-
-    def read_spec(self, spec, *, radios, selects) -> None:
-        """The page's text boxes are read with the rest of its controls (``bots.pages``)."""
-
-    def spec_asks(self, spec) -> bool:
-        return any(_FIELD.match(name) for name in spec.texts)
-
-    def bot_fields(self, persona, spec, quality, score, rng) -> dict[str, str]:
-        return {name: persona.reason(rng)[:max_length] for name, max_length in spec.texts.items()}

@@ -116,14 +116,3 @@ class PairwiseType(QuestionType):
     def save(self, page, participant, answers) -> None:
         # The submit marks the visit submitted first: the database allows a preference only on a submitted block.
         BlockVisit.objects.filter(pk=page.visit.pk).update(preference=answers.preference)
-
-    def read_spec(self, spec, *, radios, selects) -> None:
-        if FIELD in radios:
-            spec.pairwise = True
-
-    def spec_asks(self, spec) -> bool:
-        return spec.pairwise
-
-    def bot_fields(self, persona, spec, quality, score, rng) -> dict[str, str]:
-        left, right = spec.placements
-        return {FIELD: persona.preference(score[left], score[right], rng)}

@@ -15,7 +15,7 @@ from ..models import ItemPlacement
 from .base import QuestionType
 from .controls import Control, Option, entered_value, field_error, response_name
 
-_FIELD = re.compile(r"^rank-(\d+)$")
+FIELD_PATTERN = re.compile(r"^rank-(\d+)$")
 
 
 def field_name(placement_id: int) -> str:
@@ -57,7 +57,7 @@ class RankingType(QuestionType):
             )
 
     def foreign(self, form, name: str) -> bool:
-        match = _FIELD.match(name)
+        match = FIELD_PATTERN.match(name)
         return bool(match) and (not self.asked(form.page) or int(match.group(1)) not in form.numbers)
 
     def clean(self, form, cleaned: dict[str, Any]) -> None:
@@ -103,17 +103,6 @@ class RankingType(QuestionType):
         for placement in page.placements:
             placement.rank = answers.ranks[placement.pk]
         ItemPlacement.objects.bulk_update(page.placements, ["rank"])
-
-    def read_spec(self, spec, *, radios, selects) -> None:
-        for name in [name for name in selects if _FIELD.match(name)]:
-            spec.ranking = True
-            del selects[name]
-
-    def spec_asks(self, spec) -> bool:
-        return spec.ranking
-
-    def bot_fields(self, persona, spec, quality, score, rng) -> dict[str, str]:
-        return persona.ranks(spec.placements, score, rng)
 
 
 def script_texts() -> str:

@@ -14,7 +14,7 @@ from ..models import Rating
 from .base import QuestionType
 from .controls import Control, entered_value, field_error, radio_options, scale_label
 
-_FIELD = re.compile(r"^rate-(\d+)-(.+)$")
+FIELD_PATTERN = re.compile(r"^rate-(\d+)-(.+)$")
 
 
 class DimensionDef(Strict):
@@ -69,7 +69,7 @@ class RatingType(QuestionType):
                 )
 
     def foreign(self, form, name: str) -> bool:
-        match = _FIELD.match(name)
+        match = FIELD_PATTERN.match(name)
         if not match:
             return False
         keys = {d.key for d in form.page.dimensions} if self.asked(form.page) else set()
@@ -111,26 +111,3 @@ class RatingType(QuestionType):
         Rating.objects.bulk_create(
             Rating(placement_id=pid, dimension_id=did, value=value) for (pid, did), value in answers.ratings.items()
         )
-
-    def read_spec(self, spec, *, radios, selects) -> None:
-        for name, values in radios.items():
-            match = _FIELD.match(name)
-            if match:
-                spec.dimensions[match.group(2)] = [int(v) for v in values]
-
-    def spec_asks(self, spec) -> bool:
-        return True  # always: even a page that rates nothing needs the score the other types follow
-
-    def bot_fields(self, persona, spec, quality, score, rng) -> dict[str, str]:
-        """Ratings follow the persona; every placement's ``score`` (which later types order by) is its mean
-        rating, or its quality where the page rates nothing, plus a tiny jitter that breaks ties."""
-        fields = {}
-        for pid in spec.placements:
-            values = []
-            for key, points in spec.dimensions.items():
-                value = persona.rating(quality(pid), points, rng)
-                fields[field_name(pid, key)] = str(value)
-                values.append(value)
-            q = quality(pid)
-            score[pid] = (sum(values) / len(values) if values else (q or 3)) + rng.uniform(0, 0.01)
-        return fields

@@ -6,7 +6,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from prolific import selectors, services
 from prolific.client import ProlificError
 from surveys.models import Study
-from surveys.signals import announce_action
+from web.signals import announce_action
 
 ACTIONS = ("create", "publish", "pause", "resume", "sync", "approve", "bonus", "group")
 

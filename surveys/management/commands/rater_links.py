@@ -3,7 +3,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from surveys import rater_links
 from surveys.models import RaterLink, Study
-from surveys.signals import announce_action
+from web.signals import announce_action
 
 
 class Command(BaseCommand):

@@ -1,0 +1,26 @@
+"""What a page asks, however it was read (``bots.pages``: from its HTML or straight from the database)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class PageSpec:
+    """The questions of one page, however it was obtained (HTML or database)."""
+
+    kind: str  # consent, instructions, block, check, demographics, done, exit, or "" (unknown)
+    visit_id: int | None = None
+    placements: list[int] = field(default_factory=list)
+    dimensions: dict[str, list[int]] = field(default_factory=dict)
+    ranking: bool = False
+    best_worst: bool = False
+    pairwise: bool = False
+    texts: dict[str, int] = field(default_factory=dict)  # field name -> max length
+    required: set[str] = field(default_factory=set)  # the text fields a participant must fill
+    statement: str = ""
+    check_points: list[int] = field(default_factory=list)
+    selects: dict[str, list[str]] = field(default_factory=dict)  # demographics: name -> choices
+    numbers: dict[str, tuple[float, float, bool]] = field(default_factory=dict)  # name -> (min, max, whole numbers)
+    completion_code: str = ""
+    csrf_token: str = ""
