@@ -265,7 +265,7 @@ def test_the_pair_ignores_earlier_answers():
         for visit in participant.visits.filter(block__isnull=False):
             services.visit_mark_shown(visit_id=visit.pk)
             services.block_answer_submit(participant_id=participant.pk, visit_id=visit.pk,
-                                         answers=services.PageAnswers(preference=rng.choice(["left", "right"])))
+                                         answers=services.PageAnswers(by_type={"pairwise": rng.choice(["left", "right"])}))
     PairTally.objects.update(allocated=0)
     again = allocation.pairs_allocate(study=study, block_ids=list(study.blocks.values_list("pk", flat=True)),
                                       rng=random.Random(1), record=False)

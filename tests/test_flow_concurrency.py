@@ -27,10 +27,10 @@ def test_two_concurrent_service_calls_store_one_set_of_answers(transactional_db,
     dimension = tide.dimensions.get()
 
     def answers(i):
-        return services.PageAnswers(
-            ratings={(p.pk, dimension.pk): 1 + i for p in placements},
-            ranks={p.pk: (k + i) % 5 + 1 for k, p in enumerate(placements)},
-        )
+        return services.PageAnswers(by_type={
+            "rating": {(p.pk, dimension.pk): 1 + i for p in placements},
+            "ranking": {p.pk: (k + i) % 5 + 1 for k, p in enumerate(placements)},
+        })
 
     outcomes = in_threads(2, lambda i: services.block_answer_submit(
         participant_id=participant.pk, visit_id=visit.pk, answers=answers(i)))
@@ -73,10 +73,10 @@ def test_a_draft_racing_its_pages_submit_never_outlives_it(transactional_db, tid
         if page.is_check:
             answers = services.PageAnswers(attention_value=page.visit.attention_check.expected_value)
         else:
-            answers = services.PageAnswers(
-                ratings={(p.pk, d.pk): 3 for p in page.placements for d in page.dimensions},
-                ranks={p.pk: p.position for p in page.placements},
-            )
+            answers = services.PageAnswers(by_type={
+                "rating": {(p.pk, d.pk): 3 for p in page.placements for d in page.dimensions},
+                "ranking": {p.pk: p.position for p in page.placements},
+            })
         services.visit_mark_shown(visit_id=page.visit.pk)
         work = (
             lambda: drafts.draft_save(participant_id=participant.pk, visit_id=page.visit.pk, fields={"a": "1"}),

@@ -197,7 +197,7 @@ def test_it_rejects_a_tampered_service_call_too(tide, steps, client):
     before = _state()
     with pytest.raises(services.AnswersRejected):
         services.block_answer_submit(
-            participant_id=participant.pk, visit_id=spec.visit_id, answers=services.PageAnswers(ratings={})
+            participant_id=participant.pk, visit_id=spec.visit_id, answers=services.PageAnswers(by_type={"rating": {}})
         )
     assert _state() == before
 

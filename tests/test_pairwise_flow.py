@@ -104,8 +104,9 @@ def test_the_service_refuses_answers_that_do_not_fit_a_pairwise_page(client, pai
     participant = steps.start(client, pairwise, PID)
     _, spec = steps.page(client, pairwise)
     before = _state()
-    for answers in (services.PageAnswers(), services.PageAnswers(preference="middle"),
-                    services.PageAnswers(preference="left", ranks={spec.placements[0]: 1, spec.placements[1]: 2})):
+    for answers in (services.PageAnswers(), services.PageAnswers(by_type={"pairwise": "middle"}),
+                    services.PageAnswers(by_type={"pairwise": "left",
+                                                  "ranking": {spec.placements[0]: 1, spec.placements[1]: 2}})):
         with pytest.raises(services.AnswersRejected):
             services.block_answer_submit(participant_id=participant.pk, visit_id=spec.visit_id, answers=answers)
         assert _state() == before
@@ -113,13 +114,13 @@ def test_the_service_refuses_answers_that_do_not_fit_a_pairwise_page(client, pai
     other = steps.start(client, tide, "c" * 24)
     _, tide_spec = steps.page(client, tide)
     dimensions = list(tide.dimensions.values_list("pk", flat=True))
-    valid = services.PageAnswers(
-        ratings={(pid, did): 3 for pid in tide_spec.placements for did in dimensions},
-        ranks={pid: rank for rank, pid in enumerate(tide_spec.placements, start=1)},
-    )
+    valid = services.PageAnswers(by_type={
+        "rating": {(pid, did): 3 for pid in tide_spec.placements for did in dimensions},
+        "ranking": {pid: rank for rank, pid in enumerate(tide_spec.placements, start=1)},
+    })
     with pytest.raises(services.AnswersRejected, match="this page does not ask pairwise questions"):
         services.block_answer_submit(participant_id=other.pk, visit_id=tide_spec.visit_id,
-                                     answers=dataclasses.replace(valid, preference="left"))
+                                     answers=dataclasses.replace(valid, by_type={**valid.by_type, "pairwise": "left"}))
     assert services.block_answer_submit(participant_id=other.pk, visit_id=tide_spec.visit_id, answers=valid) == \
         services.SubmitOutcome.SAVED
 

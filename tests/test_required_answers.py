@@ -93,7 +93,7 @@ def test_a_block_is_refused_without_its_required_written_answer_and_nothing_is_s
     FreeTextQuestion.objects.filter(study=why_per_block).update(required=True)
     participant = steps.start(client, why_per_block)
     _, spec = steps.page(client, why_per_block)
-    answers = PageAnswers(best=spec.placements[0], worst=spec.placements[-1])
+    answers = PageAnswers(by_type={"best_worst": (spec.placements[0], spec.placements[-1])})
     with pytest.raises(services.AnswersRejected, match="required questions not answered: why"):
         services.block_answer_submit(participant_id=participant.pk, visit_id=spec.visit_id, answers=answers)
     assert not BlockVisit.objects.filter(pk=spec.visit_id, submitted_at__isnull=False).exists()

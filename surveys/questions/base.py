@@ -130,6 +130,10 @@ class QuestionType:
         return []
 
     # --- the service ----------------------------------------------------------------
+    def answer(self, answers: "PageAnswers", empty: Any = None) -> Any:
+        """This type's validated answer in ``answers`` (``empty`` when the page carries none)."""
+        return answers.by_type.get(self.key, empty)
+
     def answered(self, answers: "PageAnswers") -> bool:
         """``answers`` carries answers of this type (a page that does not ask it must carry none)."""
         return False

@@ -87,7 +87,7 @@ class BestWorstType(QuestionType):
                                       "one.") % {"construct": form.construct})
 
     def collect(self, form, cleaned: dict[str, Any], answers) -> None:
-        answers.best, answers.worst = cleaned.get("most"), cleaned.get("least")
+        answers.by_type[self.key] = (cleaned.get("most"), cleaned.get("least"))
 
     def controls(self, form) -> list[Control]:
         labels = {"most": _("Most %(construct)s response"), "least": _("Least %(construct)s response")}
@@ -99,16 +99,18 @@ class BestWorstType(QuestionType):
         ]
 
     def answered(self, answers) -> bool:
-        return answers.best is not None or answers.worst is not None
+        return any(choice is not None for choice in self.answer(answers, (None, None)))
 
     def check(self, page, answers) -> str | None:
         placements = {p.pk for p in page.placements}
-        if answers.best not in placements or answers.worst not in placements or answers.best == answers.worst:
+        best, worst = self.answer(answers, (None, None))
+        if best not in placements or worst not in placements or best == worst:
             return "most and least must be two different responses on this page"
         return None
 
     def save(self, page, participant, answers) -> None:
-        chosen = {answers.best: _STORED["most"], answers.worst: _STORED["least"]}
+        best, worst = self.answer(answers)
+        chosen = {best: _STORED["most"], worst: _STORED["least"]}
         for placement in page.placements:
             placement.choice = chosen.get(placement.pk, "")
         ItemPlacement.objects.bulk_update(page.placements, ["choice"])

@@ -70,7 +70,7 @@ class FreeTextType(QuestionType):
             )
 
     def collect(self, form, cleaned: dict[str, Any], answers) -> None:
-        answers.free_text = {q.pk: cleaned.get(field_name(q.key), "") for q in form.page.free_text_questions}
+        answers.by_type[self.key] = {q.pk: cleaned.get(field_name(q.key), "") for q in form.page.free_text_questions}
 
     def controls(self, form) -> list[Control]:
         return [
@@ -80,20 +80,21 @@ class FreeTextType(QuestionType):
         ]
 
     def answered(self, answers) -> bool:
-        return any(answers.free_text.values())
+        return any(self.answer(answers, {}).values())
 
     def check(self, page, answers) -> str | None:
         questions = {q.pk: q for q in page.free_text_questions}
-        for qid, text in answers.free_text.items():
+        texts = self.answer(answers, {})
+        for qid, text in texts.items():
             if qid not in questions or len(text) > questions[qid].max_length:
                 return "a written answer does not fit its question"
-        if blank := [q.key for q in page.free_text_questions if q.required and not answers.free_text.get(q.pk, "").strip()]:
+        if blank := [q.key for q in page.free_text_questions if q.required and not texts.get(q.pk, "").strip()]:
             return f"required questions not answered: {', '.join(blank)}"
         return None
 
     def save(self, page, participant, answers) -> None:
         FreeTextAnswer.objects.bulk_create(
             FreeTextAnswer(participant=participant, question_id=qid, visit=page.visit, text=text)
-            for qid, text in answers.free_text.items()
+            for qid, text in self.answer(answers, {}).items()
             if text
         )

@@ -93,7 +93,7 @@ class PairwiseType(QuestionType):
         return name == FIELD and not self.asked(form.page)
 
     def collect(self, form, cleaned: dict[str, Any], answers) -> None:
-        answers.preference = cleaned[FIELD]
+        answers.by_type[self.key] = cleaned[FIELD]
 
     def controls(self, form) -> list[Control]:
         return [Control(
@@ -104,15 +104,15 @@ class PairwiseType(QuestionType):
         )]
 
     def answered(self, answers) -> bool:
-        return bool(answers.preference)
+        return bool(self.answer(answers, ""))
 
     def check(self, page, answers) -> str | None:
         if len(page.placements) != 2:
             return "a pairwise block shows exactly two responses"
-        if answers.preference not in Preference.values:
+        if self.answer(answers, "") not in Preference.values:
             return "the preference is not one of left, right, tie or both bad"
         return None
 
     def save(self, page, participant, answers) -> None:
         # The submit marks the visit submitted first: the database allows a preference only on a submitted block.
-        BlockVisit.objects.filter(pk=page.visit.pk).update(preference=answers.preference)
+        BlockVisit.objects.filter(pk=page.visit.pk).update(preference=self.answer(answers))

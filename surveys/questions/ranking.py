@@ -75,7 +75,7 @@ class RankingType(QuestionType):
                 form.add_error(field_name(pid), message)
 
     def collect(self, form, cleaned: dict[str, Any], answers) -> None:
-        answers.ranks = {p.pk: cleaned[field_name(p.pk)] for p in form.page.placements}
+        answers.by_type[self.key] = {p.pk: cleaned[field_name(p.pk)] for p in form.page.placements}
 
     def controls(self, form) -> list[Control]:
         n = len(form.page.placements)
@@ -91,17 +91,18 @@ class RankingType(QuestionType):
         return out
 
     def answered(self, answers) -> bool:
-        return bool(answers.ranks)
+        return bool(self.answer(answers, {}))
 
     def check(self, page, answers) -> str | None:
         placements = {p.pk for p in page.placements}
-        if set(answers.ranks) != placements or sorted(answers.ranks.values()) != list(range(1, len(placements) + 1)):
+        ranks = self.answer(answers, {})
+        if set(ranks) != placements or sorted(ranks.values()) != list(range(1, len(placements) + 1)):
             return "the ranks are not a ranking of the responses on this page"
         return None
 
     def save(self, page, participant, answers) -> None:
         for placement in page.placements:
-            placement.rank = answers.ranks[placement.pk]
+            placement.rank = self.answer(answers)[placement.pk]
         ItemPlacement.objects.bulk_update(page.placements, ["rank"])
 
 

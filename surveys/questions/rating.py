@@ -76,7 +76,7 @@ class RatingType(QuestionType):
         return int(match.group(1)) not in form.numbers or match.group(2) not in keys
 
     def collect(self, form, cleaned: dict[str, Any], answers) -> None:
-        answers.ratings = {
+        answers.by_type[self.key] = {
             (p.pk, d.pk): cleaned[field_name(p.pk, d.key)] for p in form.page.placements for d in form.page.dimensions
         }
 
@@ -95,19 +95,20 @@ class RatingType(QuestionType):
         return controls
 
     def answered(self, answers) -> bool:
-        return bool(answers.ratings)
+        return bool(self.answer(answers, {}))
 
     def check(self, page, answers) -> str | None:
         expected = {(p.pk, d.pk) for p in page.placements for d in page.dimensions}
-        if set(answers.ratings) != expected:
+        ratings = self.answer(answers, {})
+        if set(ratings) != expected:
             return "the ratings do not match the responses on this page"
         scales = {d.pk: d for d in page.dimensions}
-        for (_pid, did), value in answers.ratings.items():
+        for (_pid, did), value in ratings.items():
             if not scales[did].scale_min <= value <= scales[did].scale_max:
                 return f"rating {value} is outside the scale"
         return None
 
     def save(self, page, participant, answers) -> None:
         Rating.objects.bulk_create(
-            Rating(placement_id=pid, dimension_id=did, value=value) for (pid, did), value in answers.ratings.items()
+            Rating(placement_id=pid, dimension_id=did, value=value) for (pid, did), value in self.answer(answers, {}).items()
         )

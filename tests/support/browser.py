@@ -177,10 +177,10 @@ def answer_until(participant: Participant, *, stop_at: str | None) -> None:
                 attention_value=expected_check_value(page.visit.attention_check.text, page.dimensions[0].points)
             )
         else:
-            answers = services.PageAnswers(
-                ratings={(p.pk, d.pk): 3 for p in page.placements for d in page.dimensions},
-                ranks={p.pk: p.position for p in page.placements},
-            )
+            answers = services.PageAnswers(by_type={
+                "rating": {(p.pk, d.pk): 3 for p in page.placements for d in page.dimensions},
+                "ranking": {p.pk: p.position for p in page.placements},
+            })
         services.block_answer_submit(participant_id=participant.pk, visit_id=page.visit.pk, answers=answers)
 
 
