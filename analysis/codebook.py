@@ -17,9 +17,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import NamedTuple
 
+from django.dispatch import receiver
+
 from analysis import quality, registry, stats
 from surveys.definition import OUTSIDE_US, PREFER_NOT
-from surveys.questions import QUESTION_TYPES
+from surveys.questions import QUESTION_TYPES, question_types_changed
 from surveys.demographics import offered_answers
 from surveys.models import DemographicQuestion
 
@@ -141,10 +143,14 @@ _SCENARIOS: dict[str, Column] = {
 }
 
 # The answer files of the question types (free_text.csv, choices.csv, pairwise.csv): described by their unit.
-_ANSWER_FILES: dict[str, dict[str, Column]] = {
-    filename: {name: Column(*entry) for name, entry in entries.items()}
-    for kind in QUESTION_TYPES for filename, entries in kind.codebook.items()
-}
+def _answer_files() -> dict[str, dict[str, Column]]:
+    return {
+        filename: {name: Column(*entry) for name, entry in entries.items()}
+        for kind in QUESTION_TYPES for filename, entries in kind.codebook.items()
+    }
+
+
+_ANSWER_FILES = _answer_files()
 
 _COVERAGE: dict[str, Column] = {
     "judgements_per_block": Column("r: the judgements each block needs (the study's allocation)", INTEGER,
@@ -756,6 +762,18 @@ _BASE_FILE: dict[str, str] = {a.filename: registry.base_of(a).filename for a in 
 # The win table computed from each judge holds the win table's columns after the judge's.
 TABLE_COLUMNS["judge_win_table.csv"] = _JUDGE_WIN_TABLE
 _BASE_FILE["judge_win_table.csv"] = "win_table.csv"
+
+
+
+@receiver(question_types_changed)
+def _question_types_changed(**_: object) -> None:
+    """A type registered later brings its answer files' entries (and a removed one takes them away)."""
+    global _ANSWER_FILES
+    for filename in _ANSWER_FILES:
+        TABLE_COLUMNS.pop(filename, None)
+    _ANSWER_FILES = _answer_files()
+    TABLE_COLUMNS.update(_ANSWER_FILES)
+
 
 #: The row of a column this codebook does not know (a table persisted by another version of the software).
 UNDESCRIBED = Column("not described by this version of the codebook (the run was computed by another version of "

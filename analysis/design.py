@@ -18,6 +18,7 @@ from typing import Any
 from analysis.regions import STATE_REGION
 from analysis.stats.groups import Group, Subgroup
 from analysis.stats.headline import DemographicQuestion
+from surveys import definition as study_definition
 from surveys.definition import StudyDefinition
 
 #: Built-in region maps: name -> (answer -> region).
@@ -139,7 +140,7 @@ def study_design(study_id: int) -> Design:
     from surveys.models import Study
 
     study = Study.objects.only("definition").get(pk=study_id)
-    definition = StudyDefinition.model_validate(study.definition)
+    definition = study_definition.StudyDefinition.model_validate(study.definition)
     has_gold = GoldScore.objects.filter(item__block__study_id=study_id).exists()
     return dataclasses.replace(design_of(definition, has_gold=has_gold), has_judges=_has_judges(study_id))
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from django.dispatch import receiver
 
 from analysis import frames, registry
 from analysis.design import Design, study_design
@@ -29,7 +30,7 @@ from analysis.selectors import (
 )
 from surveys.coverage import COVERAGE_COLUMNS, block_coverage_rows
 from surveys.models import DemographicQuestion, Scenario, Study
-from surveys.questions import answer_exports, best_worst
+from surveys.questions import QUESTION_TYPES, AnswerFile, QuestionType, answer_exports, best_worst, question_types_changed
 from surveys.questions.controls import letter_label
 
 # A spreadsheet runs a cell starting with these as a formula (CSV injection).
@@ -309,6 +310,32 @@ for _analysis in registry.REGISTERED:
                                                        _analysis.description)
 
 
+def _answer_file_export(kind: QuestionType, answer_file: AnswerFile) -> Export:
+    """An answer file a question type writes itself, for the run's retained participants."""
+
+    def rows(run: AnalysisRun) -> Rows:
+        yield kind.export_columns[answer_file.filename]
+        yield from kind.answer_file_rows(answer_file.name, retained_participant_ids(run=run))
+
+    return Export(answer_file.filename, from_rows(rows), answer_file.description)
+
+
+_TYPE_WRITTEN: set[str] = set()  # the export names added below, replaced when the registry changes
+
+
+def _add_type_written_exports() -> None:
+    for name in _TYPE_WRITTEN:
+        EXPORTS.pop(name, None)
+    _TYPE_WRITTEN.clear()
+    for kind in QUESTION_TYPES:
+        for answer_file in kind.answer_files:
+            EXPORTS[answer_file.name] = _answer_file_export(kind, answer_file)
+            _TYPE_WRITTEN.add(answer_file.name)
+
+
+_add_type_written_exports()
+
+
 def result_exports_of(run: AnalysisRun) -> list[str]:
     """The export names of every table the run persisted (the exclusion flow included)."""
     present = set(result_table_names(run=run))
@@ -326,6 +353,14 @@ def exports_of(run: AnalysisRun) -> list[str]:
 
 # Exports that hold only pseudonymous data (everything but identifiers).
 PSEUDONYMOUS_EXPORTS = [name for name in EXPORTS if name != "identifiers"]
+
+
+@receiver(question_types_changed)
+def _question_types_changed(**_: Any) -> None:
+    """A type registered later brings the answer files it writes."""
+    global PSEUDONYMOUS_EXPORTS
+    _add_type_written_exports()
+    PSEUDONYMOUS_EXPORTS = [name for name in EXPORTS if name != "identifiers"]
 
 
 def export_run(*, study: Study) -> AnalysisRun:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass
@@ -12,11 +13,10 @@ class PageSpec:
     kind: str  # consent, instructions, block, check, demographics, done, exit, or "" (unknown)
     visit_id: int | None = None
     placements: list[int] = field(default_factory=list)
-    dimensions: dict[str, list[int]] = field(default_factory=dict)
-    ranking: bool = False
-    best_worst: bool = False
-    pairwise: bool = False
-    texts: dict[str, int] = field(default_factory=dict)  # field name -> max length
+    # What the page asks of each question type, under the type's key, as its bot (bots.question_bots) notes
+    # it: rating {dimension key: points}; ranking, best_worst, pairwise True; a type it does not ask is absent.
+    by_type: dict[str, Any] = field(default_factory=dict)
+    texts: dict[str, int] = field(default_factory=dict)  # every text box: field name -> max length
     required: set[str] = field(default_factory=set)  # the text fields a participant must fill
     statement: str = ""
     check_points: list[int] = field(default_factory=list)

@@ -24,6 +24,7 @@ class _PageParser(HTMLParser):
         self.textareas: dict[str, int] = {}
         self.required: set[str] = set()
         self.numbers: dict[str, tuple[float, float, bool]] = {}
+        self.inputs: dict[str, dict[str, str]] = {}  # any other named input (a range, say): name -> attributes
         self.legends: list[str] = []
         self.code = ""
         self.finished = False  # the completion page (with no code on an open or invited link)
@@ -44,6 +45,8 @@ class _PageParser(HTMLParser):
             self.numbers[a["name"]] = (float(a.get("min", 0)), float(a.get("max", 100)), a.get("step") == "1")
         elif tag == "input" and a.get("type") == "text" and a.get("name"):
             self.textareas[a["name"]] = int(a.get("maxlength") or 10000)
+        elif tag == "input" and a.get("name"):
+            self.inputs[a["name"]] = {key: value or "" for key, value in a.items()}
         elif tag == "select":
             self._select = a.get("name")
             self.selects[self._select] = []
@@ -87,17 +90,17 @@ def page_spec_from_html(html: str) -> PageSpec:
     if parser.hidden.get("visit"):
         spec.visit_id = int(parser.hidden["visit"])
     spec.placements = list(parser.placements)
+    spec.texts = dict(parser.textareas)
+    spec.required = set(parser.required)
+    spec.numbers = dict(parser.numbers)
     # Each question type takes what it recognises; the selects left are demographic questions.
     selects = dict(parser.selects)
     for bot in question_bots():
-        bot.read_spec(spec, radios=parser.radios, selects=selects)
+        bot.read_spec(spec, radios=parser.radios, selects=selects, inputs=parser.inputs)
     if "attention" in parser.radios:
         spec.check_points = [int(v) for v in parser.radios["attention"]]
         spec.statement = parser.legends[0].strip() if parser.legends else ""
     spec.selects = selects
-    spec.texts = dict(parser.textareas)
-    spec.required = set(parser.required)
-    spec.numbers = dict(parser.numbers)
     return spec
 
 

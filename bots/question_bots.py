@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from surveys.models import Study
-from surveys.questions import QUESTION_TYPES, best_worst, free_text, pairwise, ranking, rating
+from surveys.questions import QUESTION_TYPES, best_worst, free_text, pairwise, question_type, ranking, rating
 from surveys.selectors import VisitPage
 
 from .page_spec import PageSpec
@@ -36,9 +36,13 @@ class Persona(Protocol):
 class QuestionBot(Protocol):
     """What the bots need of one question type."""
 
-    def read_spec(self, spec: PageSpec, *, radios: dict[str, list[str]], selects: dict[str, list[str]]) -> None:
-        """Note in ``spec`` what a page's HTML asks of this type (the HTTP bots read pages as a browser does);
-        a select the type owns is taken out of ``selects`` (those left are demographic questions)."""
+    key: str  # the type's key (``QuestionType.key``): where the bot notes the page in ``PageSpec.by_type``
+
+    def read_spec(self, spec: PageSpec, *, radios: dict[str, list[str]], selects: dict[str, list[str]],
+                  inputs: dict[str, dict[str, str]]) -> None:
+        """Note in ``spec.by_type[key]`` what a page's HTML asks of this type (the HTTP bots read pages as a
+        browser does): its radio groups (name -> values), selects (name -> values; one the type owns is taken
+        out, as those left are demographic questions) and other inputs (name -> attributes: a range, say)."""
 
     def read_page(self, spec: PageSpec, *, page: VisitPage, study: Study) -> None:
         """The same, straight from the selectors' block page (the services driver)."""
@@ -52,15 +56,32 @@ class QuestionBot(Protocol):
         first, as it fills ``score``: the persona's liking of each placement)."""
 
 
-class RatingBot:
-    def read_spec(self, spec: PageSpec, *, radios: dict[str, list[str]], selects: dict[str, list[str]]) -> None:
+class TypeBot:
+    """The defaults: from the database, the page asks the type when the type says so (``QuestionType.asked``);
+    the page asks it when the bot noted it in ``spec.by_type``."""
+
+    key = ""
+
+    def read_page(self, spec: PageSpec, *, page: VisitPage, study: Study) -> None:
+        if question_type(self.key).asked(page):
+            spec.by_type[self.key] = True
+
+    def asks(self, spec: PageSpec) -> bool:
+        return self.key in spec.by_type
+
+
+class RatingBot(TypeBot):
+    key = "rating"
+
+    def read_spec(self, spec: PageSpec, *, radios: dict[str, list[str]], selects: dict[str, list[str]],
+                  inputs: dict[str, dict[str, str]]) -> None:
         for name, values in radios.items():
             match = rating.FIELD_PATTERN.match(name)
             if match:
-                spec.dimensions[match.group(2)] = [int(v) for v in values]
+                spec.by_type.setdefault(self.key, {})[match.group(2)] = [int(v) for v in values]
 
     def read_page(self, spec: PageSpec, *, page: VisitPage, study: Study) -> None:
-        spec.dimensions = {dimension.key: dimension.points for dimension in page.dimensions}
+        spec.by_type[self.key] = {dimension.key: dimension.points for dimension in page.dimensions}
 
     def asks(self, spec: PageSpec) -> bool:
         return True  # always: even a page that rates nothing needs the score the other types follow
@@ -72,7 +93,7 @@ class RatingBot:
         fields = {}
         for pid in spec.placements:
             values = []
-            for key, points in spec.dimensions.items():
+            for key, points in spec.by_type.get(self.key, {}).items():
                 value = persona.rating(quality(pid), points, rng)
                 fields[rating.field_name(pid, key)] = str(value)
                 values.append(value)
@@ -81,32 +102,27 @@ class RatingBot:
         return fields
 
 
-class RankingBot:
-    def read_spec(self, spec: PageSpec, *, radios: dict[str, list[str]], selects: dict[str, list[str]]) -> None:
+class RankingBot(TypeBot):
+    key = "ranking"
+
+    def read_spec(self, spec: PageSpec, *, radios: dict[str, list[str]], selects: dict[str, list[str]],
+                  inputs: dict[str, dict[str, str]]) -> None:
         for name in [name for name in selects if ranking.FIELD_PATTERN.match(name)]:
-            spec.ranking = True
+            spec.by_type[self.key] = True
             del selects[name]
-
-    def read_page(self, spec: PageSpec, *, page: VisitPage, study: Study) -> None:
-        spec.ranking = study.ranking_enabled
-
-    def asks(self, spec: PageSpec) -> bool:
-        return spec.ranking
 
     def fields(self, persona: Persona, spec: PageSpec, quality: Quality, score: dict[int, float],
                rng: random.Random) -> dict[str, str]:
         return persona.ranks(spec.placements, score, rng)
 
 
-class BestWorstBot:
-    def read_spec(self, spec: PageSpec, *, radios: dict[str, list[str]], selects: dict[str, list[str]]) -> None:
-        spec.best_worst = best_worst.FIELDS[0] in radios
+class BestWorstBot(TypeBot):
+    key = "best_worst"
 
-    def read_page(self, spec: PageSpec, *, page: VisitPage, study: Study) -> None:
-        spec.best_worst = study.best_worst_enabled
-
-    def asks(self, spec: PageSpec) -> bool:
-        return spec.best_worst
+    def read_spec(self, spec: PageSpec, *, radios: dict[str, list[str]], selects: dict[str, list[str]],
+                  inputs: dict[str, dict[str, str]]) -> None:
+        if best_worst.FIELDS[0] in radios:
+            spec.by_type[self.key] = True
 
     def fields(self, persona: Persona, spec: PageSpec, quality: Quality, score: dict[int, float],
                rng: random.Random) -> dict[str, str]:
@@ -114,16 +130,13 @@ class BestWorstBot:
         return dict(zip(best_worst.FIELDS, (str(best), str(worst))))
 
 
-class PairwiseBot:
-    def read_spec(self, spec: PageSpec, *, radios: dict[str, list[str]], selects: dict[str, list[str]]) -> None:
+class PairwiseBot(TypeBot):
+    key = "pairwise"
+
+    def read_spec(self, spec: PageSpec, *, radios: dict[str, list[str]], selects: dict[str, list[str]],
+                  inputs: dict[str, dict[str, str]]) -> None:
         if pairwise.FIELD in radios:
-            spec.pairwise = True
-
-    def read_page(self, spec: PageSpec, *, page: VisitPage, study: Study) -> None:
-        spec.pairwise = study.pairwise_enabled
-
-    def asks(self, spec: PageSpec) -> bool:
-        return spec.pairwise
+            spec.by_type[self.key] = True
 
     def fields(self, persona: Persona, spec: PageSpec, quality: Quality, score: dict[int, float],
                rng: random.Random) -> dict[str, str]:
@@ -131,27 +144,36 @@ class PairwiseBot:
         return {pairwise.FIELD: persona.preference(score[left], score[right], rng)}
 
 
-class FreeTextBot:
-    def read_spec(self, spec: PageSpec, *, radios: dict[str, list[str]], selects: dict[str, list[str]]) -> None:
-        """The page's text boxes are read with the rest of its controls (``bots.pages``)."""
+class FreeTextBot(TypeBot):
+    key = "free_text"
+
+    def read_spec(self, spec: PageSpec, *, radios: dict[str, list[str]], selects: dict[str, list[str]],
+                  inputs: dict[str, dict[str, str]]) -> None:
+        """The page's text boxes are read with the rest of its controls (``bots.pages``, into ``spec.texts``,
+        before the bots): the type's are those its field pattern names."""
+        if names := [name for name in spec.texts if free_text.FIELD_PATTERN.match(name)]:
+            spec.by_type[self.key] = names
 
     def read_page(self, spec: PageSpec, *, page: VisitPage, study: Study) -> None:
         spec.texts = {free_text.field_name(q.key): q.max_length for q in page.free_text_questions}
         spec.required = {free_text.field_name(q.key) for q in page.free_text_questions if q.required}
-
-    def asks(self, spec: PageSpec) -> bool:
-        return any(free_text.FIELD_PATTERN.match(name) for name in spec.texts)
+        if spec.texts:
+            spec.by_type[self.key] = list(spec.texts)
 
     def fields(self, persona: Persona, spec: PageSpec, quality: Quality, score: dict[int, float],
                rng: random.Random) -> dict[str, str]:
-        return {name: persona.reason(rng)[:max_length] for name, max_length in spec.texts.items()}
+        return {name: persona.reason(rng)[:spec.texts[name]] for name in spec.by_type[self.key]}
 
 
 #: The bot of each question type, by the type's key.
 BOTS: dict[str, QuestionBot] = {
-    "rating": RatingBot(), "ranking": RankingBot(), "best_worst": BestWorstBot(), "pairwise": PairwiseBot(),
-    "free_text": FreeTextBot(),
+    bot.key: bot for bot in (RatingBot(), RankingBot(), BestWorstBot(), PairwiseBot(), FreeTextBot())
 }
+
+
+def question_bot_register(bot: QuestionBot) -> None:
+    """The bot of a type registered later (``surveys.questions.question_type_register``)."""
+    BOTS[bot.key] = bot
 
 
 def question_bots() -> list[QuestionBot]:

@@ -66,6 +66,7 @@ STUDY_MODELS: list[tuple[str, str]] = [
     ("surveys.ItemPlacement", "visit__participant__study_id"),
     ("surveys.Rating", "placement__visit__participant__study_id"),
     ("surveys.FreeTextAnswer", "participant__study_id"),
+    ("surveys.TypedAnswer", "participant__study_id"),
     ("surveys.Draft", "participant__study_id"),
     ("surveys.BlockTally", "study_id"),
     ("surveys.PairTally", "block__study_id"),

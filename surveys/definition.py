@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 
 import yaml
 from django.conf import settings
+from django.dispatch import receiver
 from pydantic import BaseModel, Discriminator, Field, Tag, ValidationError, ValidationInfo, create_model, field_validator, model_validator
 
 from . import limits
@@ -23,7 +24,7 @@ from .definition_parts import (
     KEY_PATTERN, NO_NUL, Key, NonEmpty, Strict, Text, column_max, column_min, facing, facing_mark, not_facing,
 )
 from .models import AttentionCheck, Block, Study
-from .questions import QUESTION_TYPES, definition_problems
+from .questions import QUESTION_TYPES, definition_problems, question_types_changed
 from .recruitment import completion_url_problem, id_pattern_problem
 
 _KEY_PATTERN = KEY_PATTERN
@@ -391,26 +392,46 @@ with warnings.catch_warnings():
                 raise ValueError(f'unknown language "{value}"; use one of {", ".join(known)}')
             return value
 
-    # The parts each question type owns (its "dimensions", "ranking", "pairwise", "free_text" ...) complete it.
-    StudyDefinition = create_model(
-        "StudyDefinition", __base__=_StudyDefinitionBase, __module__=__name__,
-        **{name: spec for kind in QUESTION_TYPES for name, spec in kind.definition_fields.items()},
-    )
 
 
-def unclassified_fields(model: type[BaseModel] = StudyDefinition) -> list[str]:
+def _study_definition_model() -> type[BaseModel]:
+    """The base completed by the parts each registered question type owns (its "dimensions", "ranking",
+    "pairwise", "free_text" ...)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message='Field name "construct"', category=UserWarning)
+        return create_model(
+            "StudyDefinition", __base__=_StudyDefinitionBase, __module__=__name__,
+            **{name: spec for kind in QUESTION_TYPES for name, spec in kind.definition_fields.items()},
+        )
+
+
+StudyDefinition = _study_definition_model()
+
+
+def unclassified_fields(model: type[BaseModel] | None = None) -> list[str]:
     """Fields declared with neither ``facing`` nor ``not_facing`` (a test keeps StudyDefinition's empty)."""
+    model = model or StudyDefinition
     return [name for name, field in model.model_fields.items() if facing_mark(field) is None]
 
 
-def participant_facing_fields(model: type[BaseModel] = StudyDefinition) -> frozenset[str]:
+def participant_facing_fields(model: type[BaseModel] | None = None) -> frozenset[str]:
     """The fields participants see or answer on. One declared without its mark counts among them, so that
     forgetting the mark can only refuse a reload, never let a change under existing answers through."""
+    model = model or StudyDefinition
     return frozenset(name for name, field in model.model_fields.items() if facing_mark(field) is not False)
 
 
 #: What a participant sees or answers on: it must not change once they exist (``surveys.loader``).
 PARTICIPANT_FACING = participant_facing_fields()
+
+
+@receiver(question_types_changed)
+def _question_types_changed(**_: Any) -> None:
+    """A type registered later brings its fields: the model and the frozen list follow. Readers look them up
+    here (``definition.StudyDefinition``, ``definition.PARTICIPANT_FACING``) at the time they need them."""
+    global StudyDefinition, PARTICIPANT_FACING
+    StudyDefinition = _study_definition_model()
+    PARTICIPANT_FACING = participant_facing_fields()
 
 
 class DefinitionError(Exception):

@@ -19,7 +19,8 @@ from pydantic import ValidationError
 from web.signals import announce_action
 
 from . import allocation
-from .definition import PANEL_ONLY, PARTICIPANT_FACING, RecruitmentDef, StudyDefinition, allocation_target
+from . import definition as definition_module
+from .definition import PANEL_ONLY, RecruitmentDef, StudyDefinition, allocation_target
 from .models import (
     AttentionCheck,
     Block,
@@ -49,7 +50,7 @@ class LoadResult:
 def participant_facing_content(d: StudyDefinition) -> dict[str, Any]:
     """Everything a participant sees or answers on (the fields declared ``facing`` in the schema); must not
     change once they exist."""
-    return d.model_dump(mode="json", include=PARTICIPANT_FACING)
+    return d.model_dump(mode="json", include=definition_module.PARTICIPANT_FACING)
 
 
 def stored_content(study: Study) -> dict[str, Any]:
@@ -59,9 +60,9 @@ def stored_content(study: Study) -> dict[str, Any]:
     (loaded before a check was added, e.g. on a completion URL or on a length
     that SQLite never enforced) is compared as stored: reloading is how it gets fixed."""
     try:
-        return participant_facing_content(StudyDefinition.model_validate(study.definition))
+        return participant_facing_content(definition_module.StudyDefinition.model_validate(study.definition))
     except ValidationError:
-        return {key: value for key, value in study.definition.items() if key in PARTICIPANT_FACING}
+        return {key: value for key, value in study.definition.items() if key in definition_module.PARTICIPANT_FACING}
 
 
 def content_differences(old: dict[str, Any], new: dict[str, Any], path: str = "") -> list[str]:

@@ -580,6 +580,25 @@ class FreeTextAnswer(models.Model):
         ]
 
 
+class TypedAnswer(models.Model):
+    """An answer of a question type that keeps no model of its own (``surveys.questions``): one row per
+    (visit, type, item), its value JSON in the type's own shape. ``item`` tells apart the answers of one
+    page (a placement's id, say); "" for a type that answers once per page."""
+
+    participant = models.ForeignKey(Participant, on_delete=models.CASCADE, related_name="typed_answers")
+    visit = models.ForeignKey(BlockVisit, on_delete=models.CASCADE, related_name="typed_answers")
+    type_key = models.CharField(max_length=40)
+    item = models.CharField(max_length=80, blank=True, default="")
+    value = models.JSONField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["visit", "type_key", "item"], name="typed_answer_once"),
+            models.CheckConstraint(condition=~Q(type_key=""), name="typed_answer_names_its_type"),
+        ]
+        indexes = [models.Index(fields=["type_key", "participant"], name="typed_answer_by_type")]
+
+
 class Draft(models.Model):
     """What a participant has entered on their current page but not yet submitted.
 

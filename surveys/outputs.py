@@ -28,11 +28,11 @@ from typing import Any
 import yaml
 from pydantic import TypeAdapter, ValidationError
 
+from . import definition as definition_module
 from . import limits
 from .definition import (
     DefinitionError,
     SampleDef,
-    StudyDefinition,
     TurnDef,
     format_location,
     parse_definition,
@@ -496,7 +496,7 @@ def build_definition(rows: list[OutputRow], template: dict[str, Any], *, name: s
 
 def _in_schema_order(definition: dict[str, Any]) -> dict[str, Any]:
     """Keys in the schema's order, then any others sorted: the written file never depends on dict history."""
-    known = [key for key in StudyDefinition.model_fields if key in definition]
+    known = [key for key in definition_module.StudyDefinition.model_fields if key in definition]
     return {key: definition[key] for key in known + sorted(set(definition) - set(known))}
 
 

@@ -14,7 +14,7 @@ from analysis.models import (
 from surveys.models import (
     AttentionCheck, Block, BlockAssignment, BlockTally, BlockVisit, Condition, ConsentDecline, DemographicQuestion, Dimension, Draft, FreeTextAnswer,
     FreeTextQuestion, Item, ItemPlacement, PairTally, Participant, RaterLink, Rating, Scenario, Study, StudyMembership,
-    System, TurnAway, Withdrawal,
+    System, TurnAway, TypedAnswer, Withdrawal,
 )
 
 NOW = timezone.now()
@@ -119,6 +119,10 @@ BAD_ROWS = {
                                          FreeTextAnswer.objects.create(participant=Participant.objects.get(pseudonym="p1"), question=FreeTextQuestion.objects.get(key="k"), text="b")],
     "free_text_answer_once_per_visit": lambda s: [FreeTextAnswer.objects.create(participant=Participant.objects.get(pseudonym="p99"), visit=v, question=q, text=t)
                                                    for v in [_visit(s)] for q in [FreeTextQuestion.objects.create(study=s, key="k", prompt="x", per_block=True)] for t in "ab"],
+    "typed_answer_once": lambda s: [TypedAnswer.objects.create(participant=v.participant, visit=v, type_key="slider", item="1",
+                                                       value=n) for v in [_visit(s)] for n in (10, 20)],
+    "typed_answer_names_its_type": lambda s: [TypedAnswer.objects.create(participant=v.participant, visit=v, type_key="",
+                                                                 value=1) for v in [_visit(s)]],
     "draft_once_per_visit": lambda s: [Draft.objects.create(participant=v.participant, visit=v, fields={}, saved_at=NOW)
                                        for v in [_visit(s)] for _ in range(2)],
     "draft_once_for_final_questions": lambda s: [Draft.objects.create(participant=p, fields={}, saved_at=NOW)

@@ -75,7 +75,7 @@ def _shown(response) -> dict[str, str]:
 
 def _partial_answers(spec) -> dict[str, str]:
     """Two of the five ratings and a complete ranking in reverse display order: a page left half done."""
-    key = next(iter(spec.dimensions))
+    key = next(iter(spec.by_type.get("rating", {})))
     first, second = spec.placements[:2]
     ranks = {f"rank-{pid}": str(len(spec.placements) - i) for i, pid in enumerate(spec.placements)}
     return {f"rate-{first}-{key}": "2", f"rate-{second}-{key}": "5", **ranks}
@@ -134,7 +134,7 @@ def test_an_untouched_ranking_stays_unranked_after_a_reload(client, tide, steps)
 def test_the_restored_page_submits_as_shown_and_the_ranking_is_the_participants(client, tide, steps):
     _, spec, entered = _start_with_draft(client, tide, steps)
     shown = _shown(steps.page(client, tide)[0])
-    key = next(iter(spec.dimensions))
+    key = next(iter(spec.by_type.get("rating", {})))
     rest = {f"rate-{pid}-{key}": "3" for pid in spec.placements[2:]}
     response = client.post("/s/tide/page/", {"visit": spec.visit_id, **shown, **rest})
     assert response.status_code == 303
@@ -201,7 +201,7 @@ def test_an_attention_check_keeps_its_draft_too(client, tide, steps):
 )
 def test_a_bad_draft_is_refused_with_a_reason_and_the_kept_one_stays(client, tide, steps, change, message):
     _, spec, entered = _start_with_draft(client, tide, steps)
-    key = next(iter(spec.dimensions))
+    key = next(iter(spec.by_type.get("rating", {})))
     first = spec.placements[0]
     data = QueryDict(mutable=True)
     data.update({"visit": str(spec.visit_id)})

@@ -278,7 +278,7 @@ def test_best_worst_must_differ_and_letters_follow_the_display_order(client, mos
     steps.start(client, most_least, PID)
     response, spec = steps.page(client, most_least)
     html = response.content.decode()
-    assert spec.best_worst and "<legend>Most empathetic response</legend>" in html
+    assert "best_worst" in spec.by_type and "<legend>Most empathetic response</legend>" in html
     # The letters go with the shown position (drawn at random per participant), never with a source.
     for number, letter in enumerate("ABCDE", start=1):
         assert f"Response {number} ({letter})</h2>" in html
@@ -298,8 +298,8 @@ def test_best_worst_must_differ_and_letters_follow_the_display_order(client, mos
 def test_a_three_dimension_study_asks_each_dimension_for_each_response(client, counselor, steps):
     steps.start(client, counselor, PID)
     response, spec = steps.page(client, counselor)
-    assert set(spec.dimensions) == {"resonance", "coherence", "advice"}
-    assert not spec.ranking
+    assert set(spec.by_type.get("rating", {})) == {"resonance", "coherence", "advice"}
+    assert "ranking" not in spec.by_type
     assert client.post("/s/counselor/page/", steps.answers(spec)).status_code == 303
     assert Rating.objects.count() == 3 * len(spec.placements)
 

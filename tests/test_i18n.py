@@ -46,7 +46,7 @@ def _answer_current_page(client, study) -> str:
         client.post(f"/s/{study.slug}/page/", {"visit": spec.visit_id, "attention": expected})
     elif spec.kind == "block":
         data = {"visit": spec.visit_id}
-        data.update({f"rate-{pid}-{key}": 4 for pid in spec.placements for key in spec.dimensions})
+        data.update({f"rate-{pid}-{key}": 4 for pid in spec.placements for key in spec.by_type.get("rating", {})})
         client.post(f"/s/{study.slug}/page/", data)
     return spec.kind
 
@@ -67,6 +67,53 @@ def test_every_text_of_the_chinese_catalogue_is_translated():
         for text in translations:
             assert set(re.findall(r"%\((\w+)\)", text)) == names, entry.msgid
             assert re.search(r"[\u4e00-\u9fff]", text) or entry.msgid == ", ", entry.msgid
+
+
+_GETTEXT_CALLS = {"_", "gettext", "gettext_lazy", "ngettext", "ngettext_lazy"}
+_BLOCK = re.compile(r"{%\s*blocktranslate\b([^%]*)%}(.*?){%\s*endblocktranslate\s*%}", re.S)
+_TRANSLATE = re.compile(r"""{%\s*translate\s+(["'])(.*?)\1""", re.S)
+
+
+def _block_msgids(options: str, body: str) -> list[str]:
+    """The msgids of one {% blocktranslate %}: ``{{ name }}`` as ``%(name)s``, "trimmed" joining the stripped
+    lines with a space, a {% plural %} part as the plural's id."""
+    ids = []
+    for part in re.split(r"{%\s*plural\s*%}", body):
+        text = re.sub(r"{{\s*(\w+)\s*}}", r"%(\1)s", part.replace("%", "%%").replace("%%(", "%("))
+        if "trimmed" in options:
+            text = " ".join(line.strip() for line in text.strip().splitlines() if line.strip())
+        ids.append(text)
+    return ids
+
+
+def source_msgids() -> set[str]:
+    """Every text the participant pages translate: gettext calls in the Python of surveys/ and web/ (their
+    first string argument) and the {% translate %} and {% blocktranslate %} texts of the templates."""
+    import ast
+
+    ids: set[str] = set()
+    for path in [*(ROOT / "surveys").rglob("*.py"), *(ROOT / "web").rglob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            name = getattr(getattr(node, "func", None), "id", None) or getattr(getattr(node, "func", None), "attr", None)
+            if isinstance(node, ast.Call) and name in _GETTEXT_CALLS and node.args:
+                ids.update(arg.value for arg in node.args[:2 if name.startswith("ngettext") else 1]
+                           if isinstance(arg, ast.Constant) and isinstance(arg.value, str))
+    for path in (ROOT / "templates").rglob("*.html"):
+        text = path.read_text(encoding="utf-8")
+        ids.update(match.group(2) for match in _TRANSLATE.finditer(text))
+        for match in _BLOCK.finditer(text):
+            ids.update(_block_msgids(match.group(1), match.group(2)))
+    return ids
+
+
+def test_every_text_the_pages_translate_is_in_the_chinese_catalogue():
+    """A new text (a question type's label, a template's sentence) that the catalogue lacks fails here,
+    not on a Chinese participant's page."""
+    ids = source_msgids()
+    assert len(ids) > 100 and "Both are bad" in ids
+    catalogue = {entry.msgid for entry in polib.pofile(str(PO))} | {
+        entry.msgid_plural for entry in polib.pofile(str(PO)) if entry.msgid_plural}
+    assert sorted(ids - catalogue) == []
 
 
 def test_the_compiled_catalogue_is_up_to_date():

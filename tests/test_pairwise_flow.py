@@ -37,7 +37,7 @@ def test_it_shows_two_responses_side_by_side_and_asks_which_is_better(client, pa
     steps.start(client, pairwise, PID)
     response, spec = steps.page(client, pairwise)
     html = _html(response)
-    assert spec.kind == "block" and spec.pairwise and len(spec.placements) == 2
+    assert spec.kind == "block" and "pairwise" in spec.by_type and len(spec.placements) == 2
     assert 'class="responses side-by-side"' in html
     assert "<legend>Which response is more empathetic?</legend>" in html
     assert _preference_options(html) == [
@@ -197,7 +197,7 @@ def test_pairwise_combines_with_ratings(client, steps, db):
     study = study_load(definition=parse_definition(data)).study
     steps.start(client, study, PID)
     _, spec = steps.page(client, study)
-    assert spec.pairwise and set(spec.dimensions) == {"warmth"}
+    assert "pairwise" in spec.by_type and set(spec.by_type.get("rating", {})) == {"warmth"}
     client.post(f"/s/{study.slug}/page/", {**steps.answers(spec), "preference": "right"})
     assert BlockVisit.objects.get(pk=spec.visit_id).preference == "right"
     assert Rating.objects.filter(placement__visit_id=spec.visit_id).count() == 2

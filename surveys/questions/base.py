@@ -12,10 +12,13 @@ and know none of them; how a bot reads and answers a type is ``bots.question_bot
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..models import Participant, Study
+from django.db.models import QuerySet
+
+from ..models import Participant, Study, TypedAnswer
 
 if TYPE_CHECKING:
     from ..page_answers import PageAnswers
@@ -57,6 +60,16 @@ class PageForm(Protocol):
 
 
 @dataclass(frozen=True)
+class AnswerFile:
+    """An answer file that a type writes itself (``QuestionType.answer_file_rows``), under an export name of
+    its ``exports``; its columns are its ``export_columns[filename]``, their meanings its ``codebook``."""
+
+    name: str
+    filename: str
+    description: str
+
+
+@dataclass(frozen=True)
 class Part:
     """A type's questions below the response cards: the partial that renders them and their controls."""
 
@@ -78,6 +91,9 @@ class QuestionType:
     template: str = ""
     #: Answer exports (``analysis.exports.EXPORTS`` names) that a study asking this type gets.
     exports: tuple[str, ...] = ()
+    #: The answer files among them that the type writes itself (``answer_file_rows``); the built-in types'
+    #: files are written by ``analysis.exports``.
+    answer_files: tuple[AnswerFile, ...] = ()
     #: The answer files this type alone brings: file name -> its columns, in order.
     export_columns: dict[str, list[str]] = {}
     #: Their codebook entries (``analysis.codebook``): file name -> column -> (meaning, type, allowed values), for
@@ -144,3 +160,27 @@ class QuestionType:
 
     def save(self, page: "VisitPage", participant: Participant, answers: "PageAnswers") -> None:
         """Write the type's answers (inside the submit's transaction, after ``check`` passed)."""
+
+    # --- storage for a type without a model of its own ------------------------------------
+    def typed_answers_save(self, page: "VisitPage", participant: Participant, values: Mapping[str, Any]) -> None:
+        """Store the page's answers of this type as ``TypedAnswer`` rows: item (a placement's id, say, or ""
+        for one answer per page) -> a JSON value."""
+        TypedAnswer.objects.bulk_create(
+            TypedAnswer(participant=participant, visit=page.visit, type_key=self.key, item=str(item), value=value)
+            for item, value in values.items()
+        )
+
+    def typed_answers(self, participant_ids: Iterable[int] | QuerySet) -> QuerySet[TypedAnswer]:
+        """The stored ``TypedAnswer`` rows of this type for these participants (ids or a subquery of them),
+        in the participants' page order, with the participant, block and scenario read along."""
+        return (
+            TypedAnswer.objects.filter(type_key=self.key, participant_id__in=participant_ids)
+            .select_related("participant", "visit__block__scenario")
+            .order_by("participant_id", "visit__sequence", "item")
+        )
+
+    # --- exports ----------------------------------------------------------------------
+    def answer_file_rows(self, name: str, participant_ids: QuerySet) -> Iterable[list[Any]]:
+        """The rows (header excluded) of the answer file ``name`` (one of ``answer_files``) for the run's
+        retained participants (a subquery of their ids)."""
+        return []

@@ -37,13 +37,13 @@ class SurveySteps:
             return {"visit": spec.visit_id, "attention": expected_check_value(spec.statement, spec.check_points)}
         data = {"visit": spec.visit_id}
         for i, pid in enumerate(spec.placements, start=1):
-            for key in spec.dimensions:
+            for key in spec.by_type.get("rating", {}):
                 data[f"rate-{pid}-{key}"] = rating
-            if spec.ranking:
+            if "ranking" in spec.by_type:
                 data[f"rank-{pid}"] = i
-        if spec.best_worst:
+        if "best_worst" in spec.by_type:
             data["most"], data["least"] = spec.placements[0], spec.placements[-1]
-        if spec.pairwise:
+        if "pairwise" in spec.by_type:
             data["preference"] = "left"
         return data
 
