@@ -20,7 +20,7 @@ import pickle
 import tempfile
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -63,20 +63,6 @@ def statistics_plan(analyses: Iterable[Analysis], *, seconds: Mapping[str, float
 # --------------------------------------------------------------------------- the frames the parts share
 
 
-@dataclass(frozen=True)
-class RunFrames:
-    """The frames of one attempt: ratings, participants with their quality columns (``excluded_by``), gold,
-    and the pairwise judgements (empty for a study without pairwise blocks)."""
-
-    ratings: pd.DataFrame
-    participants: pd.DataFrame
-    gold: pd.DataFrame
-    pairwise: pd.DataFrame = field(default_factory=pd.DataFrame)
-    # The judges' ratings and pairwise choices (judges.selectors); empty for a study without judges.
-    judges: pd.DataFrame = field(default_factory=pd.DataFrame)
-    judge_pairwise: pd.DataFrame = field(default_factory=pd.DataFrame)
-
-
 def _folder() -> Path:
     return Path(settings.ANALYSIS_FRAME_CACHE_DIR)
 
@@ -85,7 +71,7 @@ def frames_path(*, run_id: int, attempt: int) -> Path:
     return _folder() / f"run-{run_id}-attempt-{attempt}.pickle"
 
 
-def frames_store(*, run_id: int, attempt: int, frames: RunFrames) -> None:
+def frames_store(*, run_id: int, attempt: int, frames: Mapping[str, pd.DataFrame]) -> None:
     """Leave the attempt's frames for its part tasks (atomically: a reader sees the whole file or none).
 
     Pickle keeps every dtype (categories, nullable integers, times) exactly.
@@ -98,23 +84,21 @@ def frames_store(*, run_id: int, attempt: int, frames: RunFrames) -> None:
     handle, temporary = tempfile.mkstemp(dir=folder, suffix=".partial")
     try:
         with os.fdopen(handle, "wb") as out:
-            pickle.dump((frames.ratings, frames.participants, frames.gold, frames.pairwise, frames.judges,
-                         frames.judge_pairwise), out,
-                        protocol=pickle.HIGHEST_PROTOCOL)
+            pickle.dump(dict(frames), out, protocol=pickle.HIGHEST_PROTOCOL)
         os.replace(temporary, frames_path(run_id=run_id, attempt=attempt))
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
 
 
-def frames_load(*, run_id: int, attempt: int) -> RunFrames | None:
+def frames_load(*, run_id: int, attempt: int) -> dict[str, pd.DataFrame] | None:
     """The frames the attempt's task left on this machine, or None (another machine, or already discarded)."""
     try:
         with frames_path(run_id=run_id, attempt=attempt).open("rb") as source:
             stored = pickle.load(source)  # noqa: S301 - our own private folder, see frames_store
     except FileNotFoundError:
         return None
-    return RunFrames(*stored)
+    return stored
 
 
 def frames_discard(*, run_id: int, attempt: int) -> None:

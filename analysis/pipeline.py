@@ -66,28 +66,22 @@ class Inputs:
     loose: Mapping[str, pd.DataFrame]
 
 
-def statistics_inputs(ratings: pd.DataFrame, participants: pd.DataFrame, gold: pd.DataFrame,
-                      pairwise: pd.DataFrame | None = None, judges: pd.DataFrame | None = None,
-                      judge_pairwise: pd.DataFrame | None = None) -> Inputs:
-    """Split the run's frames once for every analysis (``participants`` carries ``excluded_by``).
+#: Frames of people's answers besides the ratings, narrowed to the participants the quality rules keep; the
+#: others (gold, the judges' answers) are not people's and are handed on whole.
+_PEOPLES_FRAMES = ("pairwise",)
 
-    ``pairwise`` (``frames.pairwise_frame``; None: a study without pairwise blocks) is narrowed to the
-    same participants as the ratings.
-    """
-    pairwise = pd.DataFrame() if pairwise is None else pairwise
-    kept_ratings, kept_participants = retained(ratings, participants)
-    loose_ratings, loose_participants = retained(ratings, participants, keep_rules=(SENSITIVITY_RULE,))
-    kept_pairwise, loose_pairwise = (
-        pairwise if pairwise.empty else pairwise[pairwise["participant_id"].isin(people["participant_id"])]
-        for people in (kept_participants, loose_participants)
-    )
-    # The judges' answers (judges.selectors) are not people's: no quality rule narrows them.
-    machine = {"judges": pd.DataFrame() if judges is None else judges,
-               "judge_pairwise": pd.DataFrame() if judge_pairwise is None else judge_pairwise}
-    return Inputs(kept={"ratings": kept_ratings, "participants": kept_participants, "gold": gold,
-                        "pairwise": kept_pairwise, **machine},
-                  loose={"ratings": loose_ratings, "participants": loose_participants, "gold": gold,
-                         "pairwise": loose_pairwise, **machine})
+
+def statistics_inputs(frames: Mapping[str, pd.DataFrame]) -> Inputs:
+    """Split the run's frames (by name, ``analysis.frame_builders``) once for every analysis: the retained
+    participants, and the looser set of the sensitivity variants (``participants`` carries ``excluded_by``)."""
+    ratings, participants = frames["ratings"], frames["participants"]
+    split = {}
+    for label, keep_rules in (("kept", ()), ("loose", (SENSITIVITY_RULE,))):
+        people_ratings, people = retained(ratings, participants, keep_rules=keep_rules)
+        narrowed = {name: frame if frame.empty else frame[frame["participant_id"].isin(people["participant_id"])]
+                    for name, frame in frames.items() if name in _PEOPLES_FRAMES}
+        split[label] = {**frames, "ratings": people_ratings, "participants": people, **narrowed}
+    return Inputs(kept=split["kept"], loose=split["loose"])
 
 
 def compute_table(analysis: Analysis, inputs: Inputs, options: Mapping[str, dict[str, Any]]) -> pd.DataFrame:
@@ -103,25 +97,19 @@ def compute_table(analysis: Analysis, inputs: Inputs, options: Mapping[str, dict
 
 
 def compute_statistics(
-    ratings: pd.DataFrame,
-    participants: pd.DataFrame,
-    gold: pd.DataFrame,
+    frames: Mapping[str, pd.DataFrame],
     *,
     analyses: Iterable[Analysis] | None = None,
     options: Mapping[str, dict[str, Any]] | None = None,
     design: Design | None = None,
-    pairwise: pd.DataFrame | None = None,
-    judges: pd.DataFrame | None = None,
-    judge_pairwise: pd.DataFrame | None = None,
 ) -> Statistics:
     """Every statistics table of one run (pure: frames in, tables out).
 
-    ``participants`` carries the quality columns (``excluded_by``). ``design``
-    (the study's, ``analysis.design``) chooses the analyses that apply to the
-    study and fills their design keywords (baseline, treatment, subgroups...);
-    ``analyses`` overrides the choice (default without a design: every
-    registered one), ``options`` the values the registry reads from the settings. ``pairwise`` is the
-    study's pairwise frame (``frames.pairwise_frame``), for the analyses of pairwise blocks.
+    ``frames`` holds the run's frames by name (``analysis.frame_builders``: at least those the chosen
+    analyses name); ``participants`` carries the quality columns (``excluded_by``). ``design`` (the study's,
+    ``analysis.design``) chooses the analyses that apply to the study and fills their design keywords
+    (baseline, treatment, subgroups...); ``analyses`` overrides the choice (default without a design: every
+    registered one), ``options`` the values the registry reads from the settings.
     """
     if analyses is None:
         analyses = registry.statistics_analyses(design=None if design is None else design.features)
@@ -129,7 +117,7 @@ def compute_statistics(
     options = options_from_settings(registry.ANALYSES.values()) if options is None else options
     if design is not None:
         options = with_design_options(options, design)
-    inputs = statistics_inputs(ratings, participants, gold, pairwise, judges, judge_pairwise)
+    inputs = statistics_inputs(frames)
     result = Statistics()
     for analysis in chosen:
         began = time.perf_counter()

@@ -26,7 +26,7 @@ from django.conf import settings
 from analysis import stats
 from analysis.stats import judges as judge_stats
 
-#: The frames an analysis may take, in the order they are passed.
+#: The frames an analysis may name in its ``inputs`` (``analysis.frame_builders`` builds each by name).
 INPUTS = ("ratings", "participants", "gold", "pairwise", "judges", "judge_pairwise")
 
 #: Features of a study's design an analysis can need (see ``Analysis.needs``).

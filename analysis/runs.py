@@ -50,9 +50,8 @@ from django.db.models import F, Q
 from django.utils import timezone
 from threadpoolctl import threadpool_limits
 
-from analysis import fanout, frames, pipeline, quality, registry, selectors
+from analysis import fanout, frame_builders, pipeline, quality, registry, selectors
 from analysis.design import Design, study_design
-from analysis.judge_source import judge_source
 from analysis.models import AnalysisRun, ParticipantResult, ResultTable, StoredTable
 from analysis.quality import QualityResult
 from surveys import withdrawal
@@ -527,19 +526,16 @@ def _analysis_steps(run: AnalysisRun, attempt: int, steps: RunSteps) -> None:
     """
     with steps.step("frames"):
         design = study_design(run.study_id)
-        ratings = frames.ratings_frame(run.study_id)
-        participants = frames.participants_frame(run.study_id, design)
-        gold = frames.gold_frame(run.study_id)
-        pairwise = _pairwise_frame(run.study_id, design)
-        judge_frames = _judge_frames(run.study_id, design)
+        analyses = registry.statistics_analyses(design=design.features)
+        built = frame_builders.frames_build(run.study_id, design, frame_builders.frames_needed(analyses))
     with steps.step("quality"):
-        result = quality.apply_quality_rules(ratings, participants, gold, run.thresholds, design.subgroups)
-    plan = fanout.statistics_plan(registry.statistics_analyses(design=design.features),
-                                  seconds=_table_seconds_of_last_run(run))
+        result = quality.apply_quality_rules(built["ratings"], built["participants"], built["gold"], run.thresholds,
+                                             design.subgroups)
+    plan = fanout.statistics_plan(analyses, seconds=_table_seconds_of_last_run(run))
     with steps.step("persist"):
         analysis_run_quality_persist(run_id=run.pk, study_id=run.study_id, attempt=attempt, result=result,
                                      pending=plan.table_names)
-    shared = fanout.RunFrames(ratings, _with_quality(participants, result), gold, pairwise, *judge_frames)
+    shared = {**built, "participants": _with_quality(built["participants"], result)}
     with steps.step("statistics"):
         computed = _statistics(shared, plan.paper, design)
     if plan.parts:
@@ -551,7 +547,7 @@ def _analysis_steps(run: AnalysisRun, attempt: int, steps: RunSteps) -> None:
 
 
 def _statistics(
-    shared: fanout.RunFrames, analyses: Sequence[registry.Analysis], design: Design
+    shared: frame_builders.Frames, analyses: Sequence[registry.Analysis], design: Design
 ) -> pipeline.Statistics:
     """The tables of ``analyses`` for a study of ``design``, with numpy's BLAS on one thread.
 
@@ -562,23 +558,7 @@ def _statistics(
     5.8 s on one, alone on an idle two-core machine).
     """
     with threadpool_limits(limits=1, user_api="blas"):
-        return pipeline.compute_statistics(shared.ratings, shared.participants, shared.gold, analyses=analyses,
-                                           design=design, pairwise=shared.pairwise, judges=shared.judges,
-                                           judge_pairwise=shared.judge_pairwise)
-
-
-def _pairwise_frame(study_id: int, design: Design) -> pd.DataFrame:
-    """The study's pairwise judgements; an empty frame (and no queries) for a study without pairwise blocks."""
-    return frames.pairwise_frame(study_id) if design.has_pairwise else pd.DataFrame()
-
-
-def _judge_frames(study_id: int, design: Design) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The judges' ratings and pairwise choices (the registered ``judge_source``: judges.selectors); empty frames
-    (no queries) for a study without."""
-    source = judge_source()
-    if not design.has_judges or source is None:
-        return pd.DataFrame(), pd.DataFrame()
-    return source.ratings_frame(study_id), source.pairwise_frame(study_id)
+        return pipeline.compute_statistics(shared, analyses=analyses, design=design)
 
 
 def _table_seconds_of_last_run(run: AnalysisRun) -> dict[str, float]:
@@ -589,7 +569,7 @@ def _table_seconds_of_last_run(run: AnalysisRun) -> dict[str, float]:
             if key.startswith(prefix)}
 
 
-def _frames_share(run_id: int, attempt: int, shared: fanout.RunFrames) -> None:
+def _frames_share(run_id: int, attempt: int, shared: frame_builders.Frames) -> None:
     try:
         fanout.frames_store(run_id=run_id, attempt=attempt, frames=shared)
     except OSError as exc:
@@ -619,23 +599,22 @@ def _parts_send(run_id: int, attempt: int, parts: Sequence[Sequence[str]]) -> No
         analysis_run_part(run_id=run_id, attempt=attempt, names=names)
 
 
-def _frames_rebuilt(run: AnalysisRun, design: Design) -> fanout.RunFrames:
+def _frames_rebuilt(run: AnalysisRun, design: Design) -> dict[str, pd.DataFrame]:
     """The frames of a run's attempt on a machine without its file: built again from the database.
 
     Exclusions are those the attempt persisted, and participants who enrolled
     since are left out, so every table of the run describes the same people.
     """
-    ratings = frames.ratings_frame(run.study_id)
-    participants = frames.participants_frame(run.study_id, design)
-    gold = frames.gold_frame(run.study_id)
-    enriched = _with_quality(participants, quality.apply_quality_rules(ratings, participants, gold, run.thresholds,
-                                                                       design.subgroups))
+    built = frame_builders.frames_build(
+        run.study_id, design, frame_builders.frames_needed(registry.statistics_analyses(design=design.features)))
+    participants = built["participants"]
+    enriched = _with_quality(participants, quality.apply_quality_rules(
+        built["ratings"], participants, built["gold"], run.thresholds, design.subgroups))
     persisted = dict(
         ParticipantResult.objects.filter(run_id=run.pk).values_list("participant__pseudonym", "excluded_by")
     )
     enriched = enriched[enriched["participant_id"].isin(persisted)]
-    return fanout.RunFrames(ratings, enriched.assign(excluded_by=enriched["participant_id"].map(persisted)), gold,
-                            _pairwise_frame(run.study_id, design), *_judge_frames(run.study_id, design))
+    return {**built, "participants": enriched.assign(excluded_by=enriched["participant_id"].map(persisted))}
 
 
 def analysis_run_part(*, run_id: int, attempt: int, names: Sequence[str]) -> str:

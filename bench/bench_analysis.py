@@ -257,7 +257,7 @@ def platform(report: Report, study, thresholds: dict) -> dict[str, Any]:
         enriched = participants.merge(
             result.participants.drop(columns=["duration_minutes", "attention_failures"]), on="participant_id"
         )
-        inputs = pipeline.statistics_inputs(ratings, enriched, gold)
+        inputs = pipeline.statistics_inputs({"ratings": ratings, "participants": enriched, "gold": gold})
         step.note = f"{len(inputs.kept['participants'])} retained, {len(inputs.kept['ratings'])} ratings"
 
     tables = {}

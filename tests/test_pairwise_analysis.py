@@ -383,8 +383,9 @@ def test_the_pipeline_feeds_the_pairwise_analyses_the_retained_participants_judg
     people = frames.participants_frame(answered.pk, design)
     dropped = people["participant_id"].iloc[0]
     people = people.assign(excluded_by=np.where(people["participant_id"] == dropped, "speed", ""))
-    computed = pipeline.compute_statistics(frames.ratings_frame(answered.pk), people, frames.gold_frame(answered.pk),
-                                           analyses=chosen, design=design, pairwise=pairwise,
+    computed = pipeline.compute_statistics({"ratings": frames.ratings_frame(answered.pk), "participants": people,
+                                            "gold": frames.gold_frame(answered.pk), "pairwise": pairwise},
+                                           analyses=chosen, design=design,
                                            options={"pairwise_bradley_terry": {"n_boot": 20}})
     assert not computed.failures
     kept = pairwise[pairwise["participant_id"] != dropped]
