@@ -26,6 +26,7 @@ from rest_framework.views import APIView
 from surveys.api import ApiAutoSchema, ErrorSerializer
 from surveys.coverage import block_coverage_rows, coverage_summary
 from surveys.permissions import Capability, require, studies_visible_to
+from surveys.questions import best_worst, free_text, question_type
 from web.signals import announce_action
 from web.throttles import UserRateThrottle
 
@@ -307,23 +308,25 @@ class FreeTextRecords(_ExportRecords):
     """free_text.csv as JSON: the written answers of the retained participants of the latest finished run."""
 
     serializer_class = FreeTextRecordSerializer
-    columns = selectors.FREE_TEXT_COLUMNS
+    columns = free_text.FREE_TEXT_COLUMNS
 
     def rows(self, run: AnalysisRun):
-        return selectors.free_text_rows(run=run)
+        # The rows of free_text.csv, as the question type writes them (a queryset: paginated in the database).
+        return question_type("free_text").answer_file_rows(
+            "free-text", study_id=run.study_id, participant_ids=selectors.retained_participant_ids(run=run))
 
 
 class ChoiceRecords(_ExportRecords):
     """choices.csv as JSON: the most and least choices of the retained participants of the latest finished run."""
 
     serializer_class = ChoiceRecordSerializer
-    columns = exports.CHOICE_EXPORT_COLUMNS
+    columns = best_worst.CHOICE_EXPORT_COLUMNS
 
     def rows(self, run: AnalysisRun):
-        return selectors.choice_rows(run=run)
+        return best_worst.choice_rows(selectors.retained_participant_ids(run=run))
 
     def records(self, rows: list[tuple]) -> Iterator[list]:
-        return exports.choice_records(rows, letter_labels=self.run.study.letter_labels)
+        return best_worst.choice_records(rows, letter_labels=self.run.study.letter_labels)
 
 
 class PairwiseRecords(_ExportRecords):

@@ -19,19 +19,19 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from django.db.models import QuerySet
 from django.dispatch import receiver
 
 from analysis import frames, registry
 from analysis.design import Design, study_design
 from analysis.models import AnalysisRun
 from analysis.selectors import (
-    FREE_TEXT_COLUMNS, analysis_run_latest_done, choice_rows, free_text_rows, participant_results, result_table_frame,
+    analysis_run_latest_done, participant_results, result_table_frame,
     result_table_names, retained_participant_ids,
 )
 from surveys.coverage import COVERAGE_COLUMNS, block_coverage_rows
 from surveys.models import DemographicQuestion, Scenario, Study
-from surveys.questions import QUESTION_TYPES, AnswerFile, QuestionType, answer_exports, best_worst, question_types_changed
-from surveys.questions.controls import letter_label
+from surveys.questions import QUESTION_TYPES, AnswerFile, QuestionType, answer_exports, question_types_changed
 
 # A spreadsheet runs a cell starting with these as a formula (CSV injection).
 _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
@@ -219,35 +219,6 @@ def _gathered(codes: np.ndarray, distinct: list) -> np.ndarray:
     return cells[codes]  # code -1 takes the trailing blank
 
 
-def free_text_export_rows(run: AnalysisRun) -> Rows:
-    """free_text.csv: every written answer of the run's retained participants (block fields blank for
-    study-level questions)."""
-    yield FREE_TEXT_COLUMNS
-    yield from free_text_rows(run=run).iterator(chunk_size=2000)
-
-
-CHOICE_EXPORT_COLUMNS = best_worst.CHOICE_EXPORT_COLUMNS
-# The stored best/worst choice as the export names it (the words the participant read).
-CHOICE_NAMES = {"best": "most", "worst": "least"}
-
-
-def choice_records(rows: Iterable[tuple], *, letter_labels: bool) -> Iterator[list[Any]]:
-    """Rows of ``selectors.choice_rows`` as rows of choices.csv (``CHOICE_EXPORT_COLUMNS``).
-
-    ``label`` is what the participant saw: the letter of the display position when
-    the study shows letters (``letter_labels``), otherwise the response's source label.
-    """
-    for *ids, source_label, position, choice in rows:
-        yield [*ids, letter_label(position) if letter_labels else source_label, position, CHOICE_NAMES[choice]]
-
-
-def choices_export_rows(run: AnalysisRun) -> Rows:
-    """choices.csv: one row per response a retained participant chose as most or least."""
-    yield CHOICE_EXPORT_COLUMNS
-    letters = Study.objects.filter(pk=run.study_id).values_list("letter_labels", flat=True).get()
-    yield from choice_records(choice_rows(run=run).iterator(chunk_size=2000), letter_labels=letters)
-
-
 SCENARIO_EXPORT_COLUMNS = ["scenario", "label", "user_input", "context"]
 
 
@@ -293,29 +264,18 @@ EXPORTS: dict[str, Export] = {
                            "participants with quality metrics (pseudonyms)"),
     "identifiers": Export("identifiers.csv", from_rows(identifiers_rows), "panel ids for paying/rejecting (restricted)"),
     "ratings": Export("ratings.csv", ratings_batches, "cleaned ratings of retained participants"),
-    "free-text": Export("free_text.csv", from_rows(free_text_export_rows), "written answers of retained participants"),
-    "choices": Export("choices.csv", from_rows(choices_export_rows),
-                      "most and least choices of retained participants (best-worst studies)"),
-    "pairwise": Export("pairwise.csv", pairwise_batches,
-                       "pairwise preferences (left, right, tie, both bad) of retained participants (pairwise studies)"),
-    "scenarios": Export("scenarios.csv", from_rows(scenarios_export_rows),
-                        "the scenarios: the person's message and the conversation before it"),
-    "coverage": Export("coverage.csv", from_rows(lambda run: coverage_rows(run.study)),
-                       "judgements per block against the r each needs, as they stand at the download "
-                       "(studies that allocate blocks)"),
 }
-# Every result table of the registry, exported under its own name (win_table.csv, ttests.csv, ...).
-for _analysis in registry.REGISTERED:
-    EXPORTS[_analysis.name.replace("_", "-")] = Export(_analysis.filename, from_rows(table_rows(_analysis.name)),
-                                                       _analysis.description)
 
 
 def _answer_file_export(kind: QuestionType, answer_file: AnswerFile) -> Export:
-    """An answer file a question type writes itself, for the run's retained participants."""
+    """An answer file a question type writes itself (free_text.csv, choices.csv ...), for the run's retained
+    participants."""
 
     def rows(run: AnalysisRun) -> Rows:
         yield kind.export_columns[answer_file.filename]
-        yield from kind.answer_file_rows(answer_file.name, retained_participant_ids(run=run))
+        written = kind.answer_file_rows(answer_file.name, study_id=run.study_id,
+                                        participant_ids=retained_participant_ids(run=run))
+        yield from written.iterator(chunk_size=2000) if isinstance(written, QuerySet) else written
 
     return Export(answer_file.filename, from_rows(rows), answer_file.description)
 
@@ -334,6 +294,20 @@ def _add_type_written_exports() -> None:
 
 
 _add_type_written_exports()
+EXPORTS.update({
+    "pairwise": Export("pairwise.csv", pairwise_batches,
+                       "pairwise preferences (left, right, tie, both bad) of retained participants (pairwise studies)"),
+    "scenarios": Export("scenarios.csv", from_rows(scenarios_export_rows),
+                        "the scenarios: the person's message and the conversation before it"),
+    "coverage": Export("coverage.csv", from_rows(lambda run: coverage_rows(run.study)),
+                       "judgements per block against the r each needs, as they stand at the download "
+                       "(studies that allocate blocks)"),
+})
+# Every result table of the registry, exported under its own name (win_table.csv, ttests.csv, ...).
+for _analysis in registry.REGISTERED:
+    EXPORTS[_analysis.name.replace("_", "-")] = Export(_analysis.filename, from_rows(table_rows(_analysis.name)),
+                                                       _analysis.description)
+
 
 
 def result_exports_of(run: AnalysisRun) -> list[str]:

@@ -15,10 +15,11 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from surveys.permissions import Capability, require
+from surveys.questions import best_worst
 from surveys.questions.controls import letter_label
 from surveys.models import FreeTextAnswer, ItemPlacement
 
-from . import exports, selectors
+from . import selectors
 from .forms import FreeTextFilterForm
 
 ANSWERS_PER_PAGE = 25
@@ -44,7 +45,7 @@ def shown_responses(answer: FreeTextAnswer, *, letter_labels: bool) -> list[Show
     return [
         ShownResponse(
             label=letter_label(p.position) if letter_labels else p.item.source_label, position=p.position,
-            model=p.item.system.name, condition=p.item.condition.name, choice=exports.CHOICE_NAMES.get(p.choice, ""),
+            model=p.item.system.name, condition=p.item.condition.name, choice=best_worst.CHOICE_NAMES.get(p.choice, ""),
             rank=p.rank, text=p.item.text,
         )
         for p in placements

@@ -10,8 +10,7 @@ from django.db.models import F, Max, Min, QuerySet
 
 from analysis.design import study_design
 from analysis.models import AnalysisRun, MetricsRun, MetricsTable, ParticipantResult, ResultTable
-from surveys.models import BlockVisit, FreeTextAnswer, ItemPlacement, Study
-from surveys.questions import free_text
+from surveys.models import BlockVisit, FreeTextAnswer, Study
 
 
 def analysis_run_latest(*, study: Study) -> AnalysisRun | None:
@@ -73,24 +72,6 @@ def retained_participant_ids(*, run: AnalysisRun) -> QuerySet[ParticipantResult]
         "participant_id")
 
 
-#: The columns of ``free_text_rows``, in order (the export's header).
-FREE_TEXT_COLUMNS = free_text.FREE_TEXT_COLUMNS
-
-
-def free_text_rows(*, run: AnalysisRun) -> QuerySet[FreeTextAnswer]:
-    """The written answers of the run's retained participants, as tuples in ``FREE_TEXT_COLUMNS`` order.
-
-    Per participant (enrolment order): the per-block answers in the order the blocks
-    were shown, then the study-level ones, whose block and scenario are None.
-    """
-    return (
-        FreeTextAnswer.objects.filter(participant_id__in=retained_participant_ids(run=run))
-        .order_by("participant_id", F("visit__sequence").asc(nulls_last=True), "question__order", "question_id")
-        .values_list("participant__pseudonym", "question__key", "visit__block__key", "visit__block__scenario__key",
-                     "text")
-    )
-
-
 def pairwise_visit_ids(*, run: AnalysisRun) -> QuerySet[BlockVisit]:
     """The ids of the answered pairwise blocks of the run's retained participants, in pairwise.csv's order
     (participant in enrolment order, blocks as shown): the rows of ``frames.pairwise_frame`` page by page."""
@@ -100,24 +81,6 @@ def pairwise_visit_ids(*, run: AnalysisRun) -> QuerySet[BlockVisit]:
         .exclude(preference="")
         .order_by("participant_id", "sequence")
         .values_list("id", flat=True)
-    )
-
-
-#: The columns of ``choice_rows``: the export's columns with the item's source label (for ``label``)
-#: and the stored choice (``best`` / ``worst``).
-CHOICE_QUERY_COLUMNS = ["participant_id", "block_id", "scenario", "response_id", "model", "condition",
-                        "source_label", "position", "choice"]
-
-
-def choice_rows(*, run: AnalysisRun) -> QuerySet[ItemPlacement]:
-    """The responses the run's retained participants chose as best or worst, as tuples in ``CHOICE_QUERY_COLUMNS``
-    order: per participant (enrolment order), block by block as shown, by display position."""
-    return (
-        ItemPlacement.objects.filter(visit__participant_id__in=retained_participant_ids(run=run),
-                                     choice__in=[ItemPlacement.Choice.BEST, ItemPlacement.Choice.WORST])
-        .order_by("visit__participant_id", "visit__sequence", "position")
-        .values_list("visit__participant__pseudonym", "item__block__key", "item__block__scenario__key", "item__key",
-                     "item__system__name", "item__condition__name", "item__source_label", "position", "choice")
     )
 
 

@@ -212,8 +212,10 @@ def test_the_page_lists_answers_with_their_block_and_the_responses_shown(owner_c
     assert f"block {answer.visit.block.key}" in page and answer.visit.block.scenario.key in page
     for placement in answer.visit.placements.select_related("item"):
         assert placement.item.text.replace("'", "&#x27;") in page
-    chosen = answer.visit.placements.get(choice="best")
+    chosen = answer.visit.placements.select_related("item__condition").get(choice="best")
     assert f"<td>{chosen.position}</td><td>{string.ascii_uppercase[chosen.position - 1]}</td>" in page
+    # The stored "best" is shown in the words the participant read.
+    assert f"<td>{chosen.item.condition.name}</td><td>most</td>" in page
 
 
 def test_the_page_filters_by_question_and_block_and_pages(owner_client, reasons):

@@ -110,7 +110,7 @@ class Slider(QuestionType):
     def save(self, page, participant, answers) -> None:
         self.typed_answers_save(page, participant, self.answer(answers))
 
-    def answer_file_rows(self, name, participant_ids):
+    def answer_file_rows(self, name, *, study_id, participant_ids):
         answers = list(self.typed_answers(participant_ids))
         responses = dict(ItemPlacement.objects.filter(pk__in=[int(a.item) for a in answers])
                          .values_list("pk", "item__key"))

@@ -180,7 +180,8 @@ class QuestionType:
         )
 
     # --- exports ----------------------------------------------------------------------
-    def answer_file_rows(self, name: str, participant_ids: QuerySet) -> Iterable[list[Any]]:
-        """The rows (header excluded) of the answer file ``name`` (one of ``answer_files``) for the run's
-        retained participants (a subquery of their ids)."""
+    def answer_file_rows(self, name: str, *, study_id: int, participant_ids: QuerySet) -> Iterable[Any]:
+        """The rows (header excluded, each a sequence of values in ``export_columns`` order) of the answer file
+        ``name`` (one of ``answer_files``) for the run's retained participants (a subquery of their ids): a
+        queryset of tuples is streamed in chunks."""
         return []

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from django import forms
+from django.db.models import QuerySet
 from django.utils.translation import gettext as _
 
 from ..definition_parts import facing
-from ..models import ItemPlacement
-from .base import QuestionType
-from .controls import Control, entered_value, field_error, radio_options, response_title
+from ..models import ItemPlacement, Study
+from .base import AnswerFile, QuestionType
+from .controls import Control, entered_value, field_error, letter_label, radio_options, response_title
 
 CHOICES_FILE = "choices.csv"
 CHOICE_EXPORT_COLUMNS = [
@@ -26,12 +28,37 @@ _CODEBOOK = {
 FIELDS = ("most", "least")
 # The stored choice of each field.
 _STORED = {"most": ItemPlacement.Choice.BEST, "least": ItemPlacement.Choice.WORST}
+#: The stored best/worst choice as choices.csv names it (the words the participant read).
+CHOICE_NAMES = {stored: field for field, stored in _STORED.items()}
+
+
+def choice_rows(participant_ids: QuerySet) -> QuerySet:
+    """The responses these participants chose as best or worst, as tuples (the columns of choices.csv with the
+    response's source label for ``label``, and the stored choice): per participant (enrolment order), block by
+    block as shown, by display position."""
+    return (
+        ItemPlacement.objects.filter(visit__participant_id__in=participant_ids,
+                                     choice__in=[ItemPlacement.Choice.BEST, ItemPlacement.Choice.WORST])
+        .order_by("visit__participant_id", "visit__sequence", "position")
+        .values_list("visit__participant__pseudonym", "item__block__key", "item__block__scenario__key", "item__key",
+                     "item__system__name", "item__condition__name", "item__source_label", "position", "choice")
+    )
+
+
+def choice_records(rows: Iterable[tuple], *, letter_labels: bool) -> Iterator[list[Any]]:
+    """Rows of ``choice_rows`` as rows of choices.csv (``CHOICE_EXPORT_COLUMNS``): ``label`` is what the
+    participant saw, the letter of the display position when the study shows letters (``letter_labels``),
+    otherwise the response's source label."""
+    for *ids, source_label, position, choice in rows:
+        yield [*ids, letter_label(position) if letter_labels else source_label, position, CHOICE_NAMES[choice]]
 
 
 class BestWorstType(QuestionType):
     key = "best_worst"
     template = "surveys/questions/choices.html"
     exports = ("choices",)
+    answer_files = (AnswerFile("choices", CHOICES_FILE,
+                               "most and least choices of retained participants (best-worst studies)"),)
     definition_fields = {"best_worst": (bool, facing(False))}
     export_columns = {CHOICES_FILE: CHOICE_EXPORT_COLUMNS}
     codebook = {CHOICES_FILE: _CODEBOOK}
@@ -114,3 +141,8 @@ class BestWorstType(QuestionType):
         for placement in page.placements:
             placement.choice = chosen.get(placement.pk, "")
         ItemPlacement.objects.bulk_update(page.placements, ["choice"])
+
+    def answer_file_rows(self, name: str, *, study_id: int, participant_ids: QuerySet) -> Iterator[list[Any]]:
+        """choices.csv: one row per response a retained participant chose as most or least."""
+        letters = Study.objects.filter(pk=study_id).values_list("letter_labels", flat=True).get()
+        return choice_records(choice_rows(participant_ids).iterator(chunk_size=2000), letter_labels=letters)

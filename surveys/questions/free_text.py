@@ -10,11 +10,12 @@ import re
 from typing import Any
 
 from django import forms
+from django.db.models import F, QuerySet
 from pydantic import Field
 
 from ..definition_parts import Key, NonEmpty, Strict, facing
 from ..models import FreeTextAnswer, FreeTextQuestion
-from .base import QuestionType
+from .base import AnswerFile, QuestionType
 from .controls import Control, entered_value, field_error, free_text_messages
 
 FIELD_PATTERN = re.compile(r"^text-(.+)$")
@@ -49,6 +50,7 @@ class FreeTextType(QuestionType):
     key = "free_text"
     template = "surveys/questions/free_text.html"
     exports = ("free-text",)
+    answer_files = (AnswerFile("free-text", FREE_TEXT_FILE, "written answers of retained participants"),)
     definition_fields = {"free_text": (list[FreeTextDef], facing(default_factory=list))}
     export_columns = {FREE_TEXT_FILE: FREE_TEXT_COLUMNS}
     codebook = {FREE_TEXT_FILE: _CODEBOOK}
@@ -97,4 +99,14 @@ class FreeTextType(QuestionType):
             FreeTextAnswer(participant=participant, question_id=qid, visit=page.visit, text=text)
             for qid, text in self.answer(answers, {}).items()
             if text
+        )
+
+    def answer_file_rows(self, name: str, *, study_id: int, participant_ids: QuerySet) -> QuerySet:
+        """free_text.csv: per participant (enrolment order), the per-block answers in the order the blocks were
+        shown, then the study-level ones, whose block and scenario are blank."""
+        return (
+            FreeTextAnswer.objects.filter(participant_id__in=participant_ids)
+            .order_by("participant_id", F("visit__sequence").asc(nulls_last=True), "question__order", "question_id")
+            .values_list("participant__pseudonym", "question__key", "visit__block__key",
+                         "visit__block__scenario__key", "text")
         )
