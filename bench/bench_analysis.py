@@ -212,7 +212,7 @@ def clear_participants(study) -> None:
 
 
 def run_import(report: Report, study, paths: dict[str, Path], fk_triggers: str) -> None:
-    from analysis import import_writer, importers
+    from analysis.imports import import_writer, importers
 
     original = import_writer.skip_foreign_key_triggers
     label = "import (responses_import)"
@@ -477,7 +477,7 @@ def main() -> None:
         with report.step("generate CSVs (bench/generate.py)"):
             generate.write(data, args.participants, args.seed)
     study = tide_study()
-    from analysis.importers import gold_import
+    from analysis.imports.importers import gold_import
     from surveys.models import Participant
 
     if not (args.keep and Participant.objects.filter(study=study).exists()):

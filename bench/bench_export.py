@@ -1,7 +1,7 @@
 """Stream the cleaned ratings export of a large study and measure speed and memory.
 
 The study is TIDE with 10,000 imported participants x 24 blocks x 5 responses =
-1.2 million ratings (generated CSVs through ``analysis.importers.responses_import``,
+1.2 million ratings (generated CSVs through ``analysis.imports.importers.responses_import``,
 the same path as a researcher's upload) and a finished run that retains everyone.
 The export then goes through the real view (Django test Client, streaming
 response) and every chunk is read and discarded. The targets (issue 19, item 7):
@@ -95,7 +95,7 @@ def prepare(n: int) -> None:
     from django.contrib.auth import get_user_model
     from django.utils import timezone as dj_timezone
 
-    from analysis.importers import responses_import
+    from analysis.imports.importers import responses_import
     from analysis.models import AnalysisRun, ParticipantResult
     from surveys.definition import parse_definition, read_definition_file
     from surveys.loader import study_load

@@ -58,7 +58,7 @@ def verdict(ok: bool) -> str:
 
 def prepare_data(args, report: Report):
     """The study with N participants imported (again unless --keep finds them there)."""
-    from analysis.importers import gold_import
+    from analysis.imports.importers import gold_import
     from surveys.models import Participant
 
     data = ROOT / "var" / "bench" / str(args.participants)

@@ -9,7 +9,7 @@ class JudgesConfig(AppConfig):
     def ready(self) -> None:
         # Analysis reads judges' answers and takes their uploads through what this app registers with it
         # (analysis never imports judges).
-        from analysis.importers import ImportKind, import_kind_register
+        from analysis.imports.importers import ImportKind, import_kind_register
         from analysis.judge_source import JudgeSource, judge_source_register
         from judges import selectors
         from judges.forms import JudgementsImportForm

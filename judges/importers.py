@@ -7,7 +7,7 @@ Two shapes, told apart by the header:
 - ranking: ``judge, block_id, response_id, rank`` (every response of the block, ranks 1..n; optional ``kind``);
 - most/least: ``judge, block_id, response_id, choice`` (``most`` or ``least``, one of each per block).
 
-Validated like the response import (``analysis.importers``): every problem is reported as
+Validated like the response import (``analysis.imports.importers``): every problem is reported as
 ``file:line:column: message`` and nothing is written unless the whole file is clean. A judge named
 for the first time is registered by the import (kind ``other`` unless the ``kind`` column says).
 """
@@ -23,7 +23,7 @@ from typing import IO
 from django.db import transaction
 from django.db.models import Count
 
-from analysis.importers import ImportProblems, _file_name, _Problems, _rows
+from analysis.imports.importers import ImportProblems, _file_name, _Problems, _rows
 from judges.models import NAME_PATTERN, Judge, JudgeAnswer
 from judges.services import judge_register, judges_declared_register
 from surveys.models import Block, Dimension, Item, Study

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from analysis.frames import participants_frame, ratings_frame
-from analysis.importers import gold_import, responses_import
+from analysis.imports.importers import gold_import, responses_import
 from analysis.models import ParticipantResult
 from surveys.models import BlockVisit, ItemPlacement, Participant
 from tests.support.quality_data import live_participants_create, planted_files, planted_population

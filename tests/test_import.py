@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from django.core.management import CommandError, call_command
 
-from analysis import csv_columns, importers, iso_times
-from analysis.importers import ImportProblems, gold_import, responses_import
+from analysis.imports import csv_columns, importers, iso_times
+from analysis.imports.importers import ImportProblems, gold_import, responses_import
 from analysis.models import GoldScore
 from surveys.models import BlockVisit, ItemPlacement, Participant, Rating
 from surveys.pseudonyms import pseudonym_for
@@ -242,7 +242,7 @@ def test_an_import_refreshes_the_planner_statistics_on_postgresql(tide):
                          "surveys_itemplacement": 20, "surveys_rating": 15}
 
 
-# --- the fast ratings.csv reader (analysis.csv_columns.columns_fast and helpers) ---------------------
+# --- the fast ratings.csv reader (analysis.imports.csv_columns.columns_fast and helpers) ---------------------
 
 
 def python_micros(text: str) -> float:

@@ -18,7 +18,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
 from rest_framework.test import APIClient
 
-from analysis.importers import ImportProblems, gold_import, responses_import
+from analysis.imports.importers import ImportProblems, gold_import, responses_import
 from analysis.models import GoldScore
 from surveys.models import BlockVisit, Participant, Rating
 from tests.support.response_files import base_participants, base_ratings, csv_text as text

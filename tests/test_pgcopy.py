@@ -173,7 +173,7 @@ def test_inside_a_transaction_it_reads_on_the_callers_connection(db, monkeypatch
 
 def test_the_ratings_frame_read_at_once_equals_the_one_connection_read(transactional_db, tmp_path, monkeypatch):
     from analysis import frames
-    from analysis.importers import responses_import
+    from analysis.imports.importers import responses_import
     from bench import generate
     from tests.support.studies import load_fixture
 

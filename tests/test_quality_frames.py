@@ -96,7 +96,7 @@ def test_an_empty_study_gives_empty_frames_with_the_columns(counselor):
 def test_quoted_csv_files_import_through_the_exact_reader(tide):
     import io
 
-    from analysis.importers import responses_import
+    from analysis.imports.importers import responses_import
 
     participants = ('participant_id,started_at,finished_at,attention_passed,age,sex,gender,race,hispanic,'
                     'education,employment,state\n"q1",2025-03-03T09:00:00Z,2025-03-03T09:20:00Z,true,,,"Woman",'

@@ -226,7 +226,7 @@ def planted_files(people: list[Planted] | None = None) -> PlantedFiles:
 
 def planted_import(study, people: list[Planted]) -> None:
     """Import the files of ``people`` (responses, then gold scores) into ``study``, as a researcher uploads them."""
-    from analysis.importers import gold_import, responses_import
+    from analysis.imports.importers import gold_import, responses_import
 
     files = planted_files(people)
     responses_import(study=study, participants_file=io.StringIO(files.participants_csv),

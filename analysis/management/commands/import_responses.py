@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
-from analysis.importers import ImportProblems, responses_import
+from analysis.imports.importers import ImportProblems, responses_import
 from surveys.models import Study
 
 

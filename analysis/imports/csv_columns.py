@@ -19,7 +19,7 @@ from typing import IO, AnyStr, Protocol
 import numpy as np
 import pandas as pd
 
-from analysis.iso_times import LONGEST_TIME, micros, time_micros
+from analysis.imports.iso_times import LONGEST_TIME, micros, time_micros
 
 
 class ProblemList(Protocol):

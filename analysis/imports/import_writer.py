@@ -20,7 +20,7 @@ from django.db import DatabaseError, connection, transaction
 from django.db.models import Max, Model
 
 from analysis import pgcopy
-from analysis.csv_columns import run_codes
+from analysis.imports.csv_columns import run_codes
 from surveys.models import BlockVisit, ItemPlacement, Participant, Rating, Study
 from surveys.pseudonyms import pseudonym_for
 

@@ -7,9 +7,9 @@ single bad row imports nothing. Re-importing the same files changes nothing:
 participants are matched by their external id and those already imported are
 skipped (their rows are still validated, not compared; docs/quality.md).
 
-Reading ratings.csv works on integer-coded columns (``analysis.csv_columns``,
-times through ``analysis.iso_times``) and every check runs over whole columns;
-the write is one bulk write per table (``analysis.import_writer``).
+Reading ratings.csv works on integer-coded columns (``analysis.imports.csv_columns``,
+times through ``analysis.imports.iso_times``) and every check runs over whole columns;
+the write is one bulk write per table (``analysis.imports.import_writer``).
 """
 
 from __future__ import annotations
@@ -30,12 +30,12 @@ import pandas as pd
 from django import forms
 from django.db import transaction
 
-from analysis import import_writer
-from analysis.import_writer import ParsedParticipant
-from analysis.csv_columns import (
+from analysis.imports import import_writer
+from analysis.imports.import_writer import ParsedParticipant
+from analysis.imports.csv_columns import (
     NUL_MESSAGE, Column, NotText, Upload, columns_exact, columns_fast, pack, parse_times,
 )
-from analysis.iso_times import parse_time
+from analysis.imports.iso_times import parse_time
 from analysis.models import GoldScore
 from surveys import limits
 from surveys.demographics import imported_answer
