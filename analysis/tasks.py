@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from analysis import metrics_run, runs
+from analysis import runs
+from analysis.automatic_metrics import metrics_run
 
 
 @shared_task(name=runs.ANALYSIS.task_name, acks_late=True)

@@ -23,10 +23,11 @@ from surveys.permissions import Capability, can, require, studies_visible_to
 from web.security import chart_page_csp
 from web.signals import announce_action
 
-from . import charts, exports, metrics_run, registry, runs, selectors
+from . import charts, exports, registry, runs, selectors
+from .automatic_metrics import metrics_run
 from .imports import importers
 from .forms import GoldImportForm, ResponsesImportForm
-from .metrics import INSTALL_HINT, MetricsUnavailable
+from .automatic_metrics.metrics import INSTALL_HINT, MetricsUnavailable
 from .models import AnalysisRun, MetricsRun
 
 FUNNEL_LABELS = [

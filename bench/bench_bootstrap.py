@@ -32,7 +32,7 @@ from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from analysis import metrics  # noqa: E402
+from analysis.automatic_metrics import metrics
 
 TARGET_SPEEDUP = 20.0
 TOLERANCE = 1e-12

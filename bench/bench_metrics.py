@@ -90,7 +90,7 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(args.threads)
-    from analysis import metrics, perturb, predictor
+    from analysis.automatic_metrics import metrics, perturb, predictor
 
     frame = synthetic_responses(args.n)
     words = frame["text"].str.split().str.len()

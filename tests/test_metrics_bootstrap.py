@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from analysis import metrics, metrics_bootstrap
-from analysis.metrics_bootstrap import rank_correlations_resampled
+from analysis.automatic_metrics import metrics, metrics_bootstrap
+from analysis.automatic_metrics.metrics_bootstrap import rank_correlations_resampled
 
 
 def per_resample_scipy(x: np.ndarray, y: np.ndarray, resamples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 from django.contrib.auth import get_user_model
 
-from analysis import metrics, metrics_run, selectors
+from analysis import selectors
+from analysis.automatic_metrics import metrics, metrics_run
 from analysis.models import AnalysisRun, EmbeddingCache, MetricsRun, MetricsTable
 from analysis.tasks import run_analysis, run_metrics
 from bots.drive import run_with_services

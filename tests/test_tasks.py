@@ -8,7 +8,8 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from analysis import fanout, metrics_run, quality, registry, runs
+from analysis import fanout, quality, registry, runs
+from analysis.automatic_metrics import metrics_run
 from analysis.models import AnalysisRun, ParticipantResult, ResultTable
 from analysis.selectors import analysis_run_latest_done, result_table_frame
 from analysis.tasks import run_analysis

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from analysis.metrics import ENCODER_NAME, EmbeddingCache, Encoder, embed
+from analysis.automatic_metrics.metrics import ENCODER_NAME, EmbeddingCache, Encoder, embed
 
 SERIAL_FORMAT = "rating-predictor/1"
 
@@ -221,7 +221,7 @@ def fit_predictor(
     n_splits : int, optional
         See :func:`cross_validate_ratings`.
     encoder, cache
-        Passed to :func:`analysis.metrics.embed`.
+        Passed to :func:`analysis.automatic_metrics.metrics.embed`.
     embeddings : numpy.ndarray, optional
         Precomputed embeddings in row order (skips the encoder).
 

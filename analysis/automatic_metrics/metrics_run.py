@@ -30,9 +30,10 @@ import numpy as np
 import pandas as pd
 from django.conf import settings
 
-from analysis import frames, metrics, runs, selectors
-from analysis.embedding_cache import DatabaseEmbeddingCache, pair_hash
-from analysis.metrics import MetricsUnavailable
+from analysis import frames, runs, selectors
+from analysis.automatic_metrics import metrics
+from analysis.automatic_metrics.embedding_cache import DatabaseEmbeddingCache, pair_hash
+from analysis.automatic_metrics.metrics import MetricsUnavailable
 from analysis.models import MetricsRun, MetricsTable
 from surveys.models import Dimension, Study
 
@@ -193,8 +194,8 @@ def _n_boot() -> int:
 
 def compute_metrics_outcome(study: Study, steps: StepTimer) -> MetricsOutcome:
     """Every table of a metrics run (the database is only read, plus the caches written)."""
-    from analysis.perturb import robustness_table
-    from analysis.predictor import fit_predictor
+    from analysis.automatic_metrics.perturb import robustness_table
+    from analysis.automatic_metrics.predictor import fit_predictor
 
     with steps.step("encoder"):
         encoder = load_encoder()
@@ -253,7 +254,7 @@ def study_predict(*, study: Study, texts: list[str]) -> tuple[pd.DataFrame, Metr
     Encodes in the calling process (a handful of short texts: the web request
     of the predict form/API). Raises PredictorNotTrained or MetricsUnavailable.
     """
-    from analysis.predictor import RatingPredictor
+    from analysis.automatic_metrics.predictor import RatingPredictor
 
     run = selectors.metrics_run_latest_with_predictor(study=study)
     if run is None:

@@ -223,7 +223,7 @@ def robustness_table(predictor: Predicts, reference_texts: Sequence[str], *, see
     Parameters
     ----------
     predictor : object with ``predict(texts) -> array``
-        E.g. :class:`analysis.predictor.RatingPredictor`.
+        E.g. :class:`analysis.automatic_metrics.predictor.RatingPredictor`.
     reference_texts : sequence of str
         Texts to perturb (e.g. the reference responses).
     seed : int

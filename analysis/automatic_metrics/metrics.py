@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from analysis.metrics_bootstrap import rank_correlations_resampled
+from analysis.automatic_metrics.metrics_bootstrap import rank_correlations_resampled
 
 ENCODER_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 # The last of the model's 6 layers: all-MiniLM-L6-v2 was trained (contrastively)
@@ -673,7 +673,7 @@ def metric_human_agreement(
     significant digits first (:func:`round_for_ranking`), so values that differ
     only by float noise rank as ties. The percentile CIs come from ``n_boot``
     resamples of the responses, drawn once per (scope, metric) and shared by
-    both methods; :mod:`analysis.metrics_bootstrap` computes the statistic of
+    both methods; :mod:`analysis.automatic_metrics.metrics_bootstrap` computes the statistic of
     every resample at once, equal to scipy's on each resample.
 
     Parameters

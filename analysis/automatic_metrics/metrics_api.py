@@ -13,9 +13,10 @@ from surveys.api import ApiAutoSchema, ErrorSerializer
 from surveys.permissions import Capability, require
 from web.signals import announce_action
 
-from . import metrics_run, selectors
+from .. import selectors
+from . import metrics_run
 from .metrics import ENCODER_NAME, MetricsUnavailable
-from .models import MetricsRun
+from ..models import MetricsRun
 
 
 class MetricsRunSerializer(serializers.ModelSerializer):
