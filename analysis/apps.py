@@ -7,5 +7,5 @@ class AnalysisConfig(AppConfig):
 
     def ready(self) -> None:
         # Register the Celery tasks in every process (web, commands, shells), not only in
-        # workers: analysis.runs sends them by their registered name. And the system checks.
+        # workers: analysis.running.runs sends them by their registered name. And the system checks.
         from analysis import checks, tasks  # noqa: F401

@@ -48,7 +48,7 @@ class AnalysisRun(models.Model):
     # When this attempt last sent its part tasks (null before its paper's tables
     # landed), and the tables of the parts a worker has begun: a pending table
     # in no begun part long after the sending lost its message to a broker
-    # outage, and is sent again (``analysis.runs.analysis_run_parts_resend``).
+    # outage, and is sent again (``analysis.running.runs.analysis_run_parts_resend``).
     parts_sent_at = models.DateTimeField(null=True, blank=True)
     parts_started = models.JSONField(default=list, blank=True)
     n_participants = models.PositiveIntegerField(default=0)

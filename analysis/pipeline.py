@@ -72,7 +72,7 @@ _PEOPLES_FRAMES = ("pairwise",)
 
 
 def statistics_inputs(frames: Mapping[str, pd.DataFrame]) -> Inputs:
-    """Split the run's frames (by name, ``analysis.frame_builders``) once for every analysis: the retained
+    """Split the run's frames (by name, ``analysis.running.frame_builders``) once for every analysis: the retained
     participants, and the looser set of the sensitivity variants (``participants`` carries ``excluded_by``)."""
     ratings, participants = frames["ratings"], frames["participants"]
     split = {}
@@ -105,7 +105,7 @@ def compute_statistics(
 ) -> Statistics:
     """Every statistics table of one run (pure: frames in, tables out).
 
-    ``frames`` holds the run's frames by name (``analysis.frame_builders``: at least those the chosen
+    ``frames`` holds the run's frames by name (``analysis.running.frame_builders``: at least those the chosen
     analyses name); ``participants`` carries the quality columns (``excluded_by``). ``design`` (the study's,
     ``analysis.design``) chooses the analyses that apply to the study and fills their design keywords
     (baseline, treatment, subgroups...); ``analyses`` overrides the choice (default without a design: every

@@ -26,7 +26,7 @@ from django.conf import settings
 from analysis import stats
 from analysis.stats import judges as judge_stats
 
-#: The frames an analysis may name in its ``inputs`` (``analysis.frame_builders`` builds each by name).
+#: The frames an analysis may name in its ``inputs`` (``analysis.running.frame_builders`` builds each by name).
 INPUTS = ("ratings", "participants", "gold", "pairwise", "judges", "judge_pairwise")
 
 #: Features of a study's design an analysis can need (see ``Analysis.needs``).
@@ -61,7 +61,7 @@ class Analysis:
     the design features the analysis applies to: a run computes it only for a
     study that has them all. ``paper`` tables are computed and shown first;
     ``own_task`` marks an analysis slow at scale, which a run computes in a
-    Celery task of its own (``analysis.fanout``) so that workers share the run.
+    Celery task of its own (``analysis.running.fanout``) so that workers share the run.
     """
 
     name: str

@@ -1,9 +1,9 @@
-"""Celery tasks: shims over ``analysis.runs``, which claims the run and computes it.
+"""Celery tasks: shims over ``analysis.running.runs``, which claims the run and computes it.
 
 They take ids and are idempotent: a redelivered message for a finished run,
 or for a run another worker holds, does nothing (beat's pass sends a run again
 once its worker's lease has expired).
-A run's task sends part tasks for its slower tables (``analysis.fanout``);
+A run's task sends part tasks for its slower tables (``analysis.running.fanout``);
 a part for a superseded attempt or for tables already landed does nothing.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from analysis import runs
+from analysis.running import runs
 from analysis.automatic_metrics import metrics_run
 
 

@@ -92,7 +92,7 @@ def observe_run(study, paper: set[str]) -> dict:
     """Start a run as the pages do and watch it land: seconds from its start to the paper's tables and to done."""
     from django.db import transaction
 
-    from analysis import runs
+    from analysis.running import runs
     from analysis.models import AnalysisRun, ResultTable
 
     sent = time.time()
@@ -121,7 +121,7 @@ def in_process_run(study) -> tuple[object, float]:
     """The same run computed in this process with no broker: every table in turn, on one core."""
     from django.conf import settings
 
-    from analysis import runs
+    from analysis.running import runs
     from analysis.models import AnalysisRun
     from config.celery import app
 

@@ -20,12 +20,12 @@ class RequeueStaleRuns(bootsteps.StartStopStep):
     still queued and the parts no worker has begun: their message may have been
     lost to a broker outage (a restarted Redis starts empty). Runs whose lease
     is live are left alone (a message for them would wait unacknowledged in
-    this worker; see analysis.runs)."""
+    this worker; see analysis.running.runs)."""
 
     requires = {"celery.worker.consumer.tasks:Tasks"}
 
     def start(self, consumer) -> None:
-        from analysis.runs import runs_and_parts_requeue
+        from analysis.running.runs import runs_and_parts_requeue
 
         try:
             sent = runs_and_parts_requeue(older_than_seconds=0)

@@ -327,7 +327,7 @@ CELERY_BEAT_SCHEDULE["prolific-sync-submissions"] = {
 # documented subsample; their tables say so in their note column.
 ANALYSIS_MODEL_MAX_ROWS = env_int("ANALYSIS_MODEL_MAX_ROWS", 20_000, minimum=100)
 ANALYSIS_BOOTSTRAP_SAMPLES = env_int("ANALYSIS_BOOTSTRAP_SAMPLES", 200, minimum=10)
-# The part tasks of a run read its frames from a file here (analysis.fanout); a part
+# The part tasks of a run read its frames from a file here (analysis.running.fanout); a part
 # on a machine without the file rebuilds them from the database.
 ANALYSIS_FRAME_CACHE_DIR = Path(os.environ.get("ANALYSIS_FRAME_CACHE_DIR", BASE_DIR / "var" / "run-frames"))
 

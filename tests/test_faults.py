@@ -197,7 +197,7 @@ def test_a_celery_worker_killed_mid_run_completes_the_run_exactly_once_after_res
     worker = _stack.CeleryWorker(env, log_path=services["logs"] / "celery2.log").start()
     try:
         # Created from the test process: the message goes to the private broker.
-        _stack.manage("shell", "-c", "from analysis.runs import analysis_run_create; "
+        _stack.manage("shell", "-c", "from analysis.running.runs import analysis_run_create; "
                       "from surveys.models import Study; analysis_run_create(study=Study.objects.get(slug='tide'))",
                       env=env)
         run = _run_rows(alias).order_by("-id").first()

@@ -1,4 +1,4 @@
-"""The frames a run builds by name (analysis.frame_builders): one builder per name an analysis may take, only the
+"""The frames a run builds by name (analysis.running.frame_builders): one builder per name an analysis may take, only the
 frames the quality rules and the chosen analyses read, an empty frame (and no query) where the design lacks
 the feature, and the statistics' split of them into the retained and the looser participant sets."""
 
@@ -7,7 +7,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from analysis import frame_builders, pipeline, registry
+from analysis import pipeline, registry
+from analysis.running import frame_builders
 from analysis.design import study_design
 from tests.support.researcher import fill_with_bots
 

@@ -4,7 +4,7 @@ Layers, from the bottom: ``web`` (the shared web plumbing: security, accounts, t
 action signal) <- ``surveys`` (studies and participants) <- ``analysis`` <- ``bots``, ``prolific``,
 ``judges``, ``audit`` <- ``config``. A package imports its own modules and those of lower layers only; where
 a lower one must reach a higher one it defines a hook the higher one registers with (a signal, a registry:
-``surveys.retention.identifiers_removing``, ``analysis.judge_source``, ``analysis.runs.run_kind_register``,
+``surveys.retention.identifiers_removing``, ``analysis.judge_source``, ``analysis.running.runs.run_kind_register``,
 ``bots.question_bots``). Every import counts: at module level, inside functions and under ``TYPE_CHECKING``.
 """
 

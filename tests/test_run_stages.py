@@ -14,7 +14,8 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from analysis import fanout, registry, runs
+from analysis import registry
+from analysis.running import fanout, runs
 from analysis.exports import ExportUnavailable, export_run
 from analysis.models import AnalysisRun, ResultTable
 from analysis.selectors import analysis_run_latest_done, result_table_frame, result_tables_so_far

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from analysis.models import AnalysisRun, ResultTable
-from analysis.runs import ANALYSIS, _tables_write
+from analysis.running.runs import ANALYSIS, _tables_write
 from analysis.stats.groups import PREFER_NOT
 from surveys.definition import PREFER_NOT as DEFINITION_PREFER_NOT
 

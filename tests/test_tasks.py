@@ -8,7 +8,8 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from analysis import fanout, quality, registry, runs
+from analysis import quality, registry
+from analysis.running import fanout, runs
 from analysis.automatic_metrics import metrics_run
 from analysis.models import AnalysisRun, ParticipantResult, ResultTable
 from analysis.selectors import analysis_run_latest_done, result_table_frame
@@ -291,7 +292,7 @@ def _enqueue_each_kind_in_a_fresh_process(broker_port: int) -> list[tuple[str, s
     import sys
 
     script = (
-        "import time, django; django.setup(); import analysis.tasks; from analysis import runs\n"
+        "import time, django; django.setup(); import analysis.tasks; from analysis.running import runs\n"
         "for kind in runs.KINDS.values():\n"
         "    began = time.perf_counter(); sent = runs.run_enqueue(kind=kind, run_id=1)\n"
         "    print(kind.label, sent, round(time.perf_counter() - began, 3))\n"

@@ -20,7 +20,7 @@ from django.conf import settings
 from django.db import connection
 
 from analysis.models import AnalysisRun, ParticipantResult, ResultTable
-from analysis.runs import analysis_run_create
+from analysis.running.runs import analysis_run_create
 from tests.support.external_services import require_service
 from tests.support.paths import ROOT
 from tests.support.quality_data import planted_import, planted_population
@@ -158,7 +158,8 @@ def test_a_run_whose_worker_is_killed_completes_exactly_once_on_another_worker(b
 
 def test_two_workers_share_a_run_as_part_tasks_and_give_the_tables_of_an_in_process_run(
         broker, imported, workers, settings):
-    from analysis import fanout, registry
+    from analysis import registry
+    from analysis.running import fanout
     from analysis.tasks import run_analysis
     from config.celery import app
 

@@ -1,6 +1,6 @@
 """The automatic-metrics run of a study (issue 9), and scoring new texts with its predictor.
 
-``analysis.runs`` claims a ``MetricsRun``, calls :func:`compute_metrics_outcome`,
+``analysis.running.runs`` claims a ``MetricsRun``, calls :func:`compute_metrics_outcome`,
 which
 
 1. loads the encoder (once per worker process; fails fast and readably when
@@ -30,7 +30,8 @@ import numpy as np
 import pandas as pd
 from django.conf import settings
 
-from analysis import frames, runs, selectors
+from analysis import frames, selectors
+from analysis.running import runs
 from analysis.automatic_metrics import metrics
 from analysis.automatic_metrics.embedding_cache import DatabaseEmbeddingCache, pair_hash
 from analysis.automatic_metrics.metrics import MetricsUnavailable
@@ -46,7 +47,7 @@ MAX_PREDICT_CHARS = 5000
 
 
 class StepTimer(Protocol):
-    """Marks and times the steps of a run (``analysis.runs.RunSteps``)."""
+    """Marks and times the steps of a run (``analysis.running.runs.RunSteps``)."""
 
     def step(self, name: str) -> AbstractContextManager[None]: ...
 

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta, timezone
 
 from django.contrib.auth import get_user_model
 
-from analysis import runs
+from analysis.running import runs
 from analysis.models import AnalysisRun
 from bots.drive import BotRun, run_with_services
 from bots.personas import persona_mix

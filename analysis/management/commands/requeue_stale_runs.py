@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand
 
-from analysis.runs import runs_and_parts_requeue
+from analysis.running.runs import runs_and_parts_requeue
 
 
 class Command(BaseCommand):

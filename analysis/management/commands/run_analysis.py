@@ -5,7 +5,7 @@ import time
 from django.core.management.base import BaseCommand, CommandError
 
 from analysis.models import AnalysisRun
-from analysis.runs import analysis_run_create
+from analysis.running.runs import analysis_run_create
 from surveys.models import Study
 
 FINISHED = {AnalysisRun.Status.DONE, AnalysisRun.Status.FAILED}

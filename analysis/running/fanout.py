@@ -9,7 +9,7 @@ worker on any machine may take a part, so N workers divide a run's wall time.
 The parts need the run's frames. The run's task leaves them in a file keyed
 by run and attempt: for a million ratings, writing or reading it takes tens of
 milliseconds, against seconds to build the frames from the database again. A
-part on a machine without the file rebuilds them (``analysis.runs``).
+part on a machine without the file rebuilds them (``analysis.running.runs``).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ Every later write names the attempt it belongs to and checks, under a row
 lock, that the attempt still owns the run: a worker whose lease expired can
 neither overwrite a newer attempt's results nor finish the run twice.
 
-An analysis run lands its tables in stages (``analysis.fanout``): its own task
+An analysis run lands its tables in stages (``analysis.running.fanout``): its own task
 computes the quality rules and the paper's tables and lands them at once, then
 sends one *part* task per slow analysis and one for the quick rest. Each part
 lands its tables the same way; the row lock serializes the landings, and the
@@ -50,7 +50,8 @@ from django.db.models import F, Q
 from django.utils import timezone
 from threadpoolctl import threadpool_limits
 
-from analysis import fanout, frame_builders, pipeline, quality, registry, selectors
+from analysis import pipeline, quality, registry, selectors
+from analysis.running import fanout, frame_builders
 from analysis.design import Design, study_design
 from analysis.models import AnalysisRun, ParticipantResult, ResultTable, StoredTable
 from analysis.quality import QualityResult
