@@ -30,7 +30,8 @@ from surveys.questions import best_worst, free_text, question_type
 from web.signals import announce_action
 from web.throttles import UserRateThrottle
 
-from . import exports, frames, selectors
+from . import frames, selectors
+from .exporting import exports
 from .running import runs
 from .imports import importers
 from .models import AnalysisRun, ResultTable

@@ -6,7 +6,7 @@ imported participants, the shown blocks in the order they were started), the
 server times a page was shown and submitted, the answer to each check, and an
 imported participant's one attention outcome. The columns below are read off
 those rows by ``analysis.frames`` through these functions; the analyses, the
-exports (``analysis.exports``) and the API (``analysis.ratings_api``) take them from the
+exports (``analysis.exporting.exports``) and the API (``analysis.ratings_api``) take them from the
 frames and never compute them again, so they cannot disagree.
 
 ``block_order``

@@ -23,7 +23,8 @@ from surveys.permissions import Capability, can, require, studies_visible_to
 from web.security import chart_page_csp
 from web.signals import announce_action
 
-from . import charts, exports, registry, selectors
+from . import charts, registry, selectors
+from .exporting import exports
 from .running import runs
 from .automatic_metrics import metrics_run
 from .imports import importers

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 from django.db.models import QuerySet
 
-from analysis.exports import csv_cell
+from analysis.exporting.exports import csv_cell
 
 from .models import AuditEvent
 

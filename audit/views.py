@@ -8,7 +8,7 @@ from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
 
-from analysis.exports import csv_bytes
+from analysis.exporting.exports import csv_bytes
 from surveys.permissions import Capability, require
 
 from . import selectors

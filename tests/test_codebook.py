@@ -15,9 +15,10 @@ from datetime import datetime
 import pandas as pd
 import pytest
 
-from analysis import codebook, exports, quality, registry, stats
+from analysis import quality, registry, stats
+from analysis.exporting import codebook, exports
 from analysis.design import study_design
-from analysis.zip_readme import zip_readme_text
+from analysis.exporting.zip_readme import zip_readme_text
 from surveys.models import DemographicQuestion
 from surveys.questions import best_worst, free_text
 from tests.support import stats_data as data

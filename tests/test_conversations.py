@@ -183,7 +183,7 @@ def test_a_chinese_study_names_the_speakers_in_chinese(db, client):
 
 
 def test_scenarios_csv_carries_each_conversation_as_json_and_the_codebook_describes_it(db, tide_definition, quick_stats):
-    from analysis import exports
+    from analysis.exporting import exports
     from tests.support.researcher import finished_run
     from tests.test_codebook import assert_zip_is_described, open_zip, read_csvs
 

@@ -12,7 +12,7 @@ import zipfile
 import pandas as pd
 import pytest
 
-from analysis import codebook, exports
+from analysis.exporting import codebook, exports
 from surveys.coverage import COVERAGE_COLUMNS, block_coverage_rows, coverage_summary
 from surveys.definition import parse_definition
 from surveys.loader import study_load

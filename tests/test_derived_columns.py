@@ -216,7 +216,7 @@ def test_a_frame_of_some_participants_is_the_full_frame_restricted_to_them(couns
 
 def test_ratings_csv_is_the_same_whatever_the_number_of_participants_per_frame(counselor, owner, owner_api, quick_stats,
                                                                                 monkeypatch):
-    from analysis import exports
+    from analysis.exporting import exports
 
     counselor.owners.add(owner)
     fill_with_bots(counselor, 9, seed=8)

@@ -81,7 +81,7 @@ def test_researcher_pages_and_admin_escape_stored_text(xss_admin_client, xss_stu
 
 
 def test_csv_exports_neutralise_formulas():
-    from analysis.exports import csv_cell
+    from analysis.exporting.exports import csv_cell
 
     for text in (FORMULA, "+1+1", "-2+3", "@SUM(A1)", "\tx", "\rx"):
         assert csv_cell(text).startswith("'"), text

@@ -8,7 +8,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from analysis.design import study_design
-from analysis.exports import EXPORTS, IDENTIFIER_EXPORT_COLUMNS, csv_cell, participant_export_columns
+from analysis.exporting.exports import EXPORTS, IDENTIFIER_EXPORT_COLUMNS, csv_cell, participant_export_columns
 from analysis.models import AnalysisRun
 from analysis.tasks import run_analysis
 from surveys.models import Participant

@@ -85,7 +85,7 @@ def test_everything_zip_holds_the_paper_files_and_a_codebook_and_every_csv_parse
 
 
 def test_every_csv_download_has_an_excel_variant_with_a_utf8_byte_order_mark(client, owner, filled, quick_stats):
-    from analysis.exports import UTF8_BOM
+    from analysis.exporting.exports import UTF8_BOM
 
     run = finished_run(filled)
     set_answers(Participant.objects.filter(study=filled), gender="Femme (née à Zürich)")

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from analysis import registry
 from analysis.design import study_design
-from analysis.exports import result_exports_of
+from analysis.exporting.exports import result_exports_of
 from analysis.selectors import result_table_names
 from surveys.definition import parse_definition
 from surveys.loader import study_load

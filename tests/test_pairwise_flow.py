@@ -213,7 +213,7 @@ def test_every_question_type_is_registered_once_with_its_own_fields():
     for template in templates:
         assert (ROOT / "templates" / template).is_file(), template
     # The exports a type brings are exports the analysis side knows.
-    from analysis.exports import EXPORTS
+    from analysis.exporting.exports import EXPORTS
 
     assert {name for kind in QUESTION_TYPES for name in kind.exports} <= set(EXPORTS)
 

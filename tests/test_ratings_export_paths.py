@@ -17,8 +17,9 @@ import pytest
 from django.db import connection, transaction
 from django.test import Client
 
-from analysis import exports, frames, pgcopy
-from analysis.exports import RATINGS_EXPORT_COLUMNS, csv_cell, csv_cells
+from analysis import frames, pgcopy
+from analysis.exporting import exports
+from analysis.exporting.exports import RATINGS_EXPORT_COLUMNS, csv_cell, csv_cells
 from analysis.frames import ratings_frame, ratings_frames
 from analysis.models import ParticipantResult
 from analysis.selectors import retained_participant_ids

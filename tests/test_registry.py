@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from analysis import charts, exports, pipeline, registry
+from analysis import charts, pipeline, registry
+from analysis.exporting import exports
 from tests.support.paths import ROOT
 
 

@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from analysis import registry
 from analysis.running import fanout, runs
-from analysis.exports import ExportUnavailable, export_run
+from analysis.exporting.exports import ExportUnavailable, export_run
 from analysis.models import AnalysisRun, ResultTable
 from analysis.selectors import analysis_run_latest_done, result_table_frame, result_tables_so_far
 from analysis.tasks import run_analysis, run_analysis_part

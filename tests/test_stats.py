@@ -834,7 +834,7 @@ def test_it_registers_every_exported_table():
             "dimension_wilcoxon", "anova", "ttests"} <= set(analyses)
     assert all(callable(analysis.function) for analysis in analyses.values())
     # Every computed table has its file's entry in the codebook (directly, or through the table it varies).
-    from analysis.codebook import TABLE_COLUMNS
+    from analysis.exporting.codebook import TABLE_COLUMNS
 
     described = {a.filename for a in registry.REGISTERED if a.filename in TABLE_COLUMNS or a.sensitivity_of}
     assert described == {a.filename for a in registry.REGISTERED}

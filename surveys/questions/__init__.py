@@ -65,7 +65,7 @@ def definition_problems(definition) -> list[str]:
 
 
 def answer_exports(study) -> list[str]:
-    """The answer exports (``analysis.exports.EXPORTS`` names) of the question types a stored study asks,
+    """The answer exports (``analysis.exporting.exports.EXPORTS`` names) of the question types a stored study asks,
     in registration order, each once."""
     names = [name for kind in QUESTION_TYPES if kind.in_study(study) for name in kind.exports]
     return list(dict.fromkeys(names))

@@ -4,7 +4,7 @@ A type carries, in one place, everything about one kind of question a block
 asks: the checks across the definition, the page form's fields and their
 rules, the controls the template renders, the service's last check and the
 save, and the answer exports it brings (the exports and
-their codebook entries are ``analysis.exports``/``analysis.codebook`` entries
+their codebook entries are ``analysis.exporting.exports``/``analysis.exporting.codebook`` entries
 named here). The form, the service and the bots loop over the registered types
 and know none of them; how a bot reads and answers a type is ``bots.question_bots``'s
 (surveys never imports bots).
@@ -89,14 +89,14 @@ class QuestionType:
     key: str = ""
     #: The partial that renders this type's controls below the response cards ("" when there are none).
     template: str = ""
-    #: Answer exports (``analysis.exports.EXPORTS`` names) that a study asking this type gets.
+    #: Answer exports (``analysis.exporting.exports.EXPORTS`` names) that a study asking this type gets.
     exports: tuple[str, ...] = ()
     #: The answer files among them that the type writes itself (``answer_file_rows``); the built-in types'
-    #: files are written by ``analysis.exports``.
+    #: files are written by ``analysis.exporting.exports``.
     answer_files: tuple[AnswerFile, ...] = ()
     #: The answer files this type alone brings: file name -> its columns, in order.
     export_columns: dict[str, list[str]] = {}
-    #: Their codebook entries (``analysis.codebook``): file name -> column -> (meaning, type, allowed values), for
+    #: Their codebook entries (``analysis.exporting.codebook``): file name -> column -> (meaning, type, allowed values), for
     #: the columns the file gives a meaning of its own; the shared ones (participant_id, model ...) are the
     #: codebook's.
     codebook: dict[str, dict[str, tuple[str, str, str]]] = {}

@@ -4,7 +4,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from analysis.exports import EXPORTS, ExportUnavailable, export_run, export_write, result_exports_of
+from analysis.exporting.exports import EXPORTS, ExportUnavailable, export_run, export_write, result_exports_of
 from surveys.models import Study
 
 

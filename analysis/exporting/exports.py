@@ -426,8 +426,8 @@ def everything_zip(*, run: AnalysisRun) -> Iterator[bytes]:
     """Every pseudonymous export of the run plus a codebook and a README, as a zip streamed chunk by chunk."""
     import zipfile
 
-    from analysis.codebook import codebook_rows, study_entries
-    from analysis.zip_readme import zip_readme_text
+    from analysis.exporting.codebook import codebook_rows, study_entries
+    from analysis.exporting.zip_readme import zip_readme_text
 
     sink = _Sink()
     headers: dict[str, list[str]] = {}
