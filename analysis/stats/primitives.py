@@ -283,7 +283,7 @@ def signed_rank_test(differences: Sequence[float] | np.ndarray) -> tuple[float, 
 
     ``W`` is ``min(W+, W-)``; ``p`` is two-sided. Zeros are dropped from the ranks (``zero_method="wilcox"``).
     With ties or zeros among at most 13 differences the p value is the exact permutation p over every
-    sign flip, equal to scipy's bit for bit (tests/test_stats_primitives.py checks random cases).
+    sign flip, equal to scipy's bit for bit (tests/test_stats.py checks random cases).
 
     Examples
     --------
