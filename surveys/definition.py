@@ -393,7 +393,6 @@ with warnings.catch_warnings():
             return value
 
 
-
 def _study_definition_model() -> type[BaseModel]:
     """The base completed by the parts each registered question type owns (its "dimensions", "ranking",
     "pairwise", "free_text" ...)."""

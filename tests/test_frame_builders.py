@@ -1,6 +1,7 @@
-"""The frames a run builds by name (analysis.running.frame_builders): one builder per name an analysis may take, only the
-frames the quality rules and the chosen analyses read, an empty frame (and no query) where the design lacks
-the feature, and the statistics' split of them into the retained and the looser participant sets."""
+"""The frames a run builds by name (analysis.running.frame_builders): one builder per name an analysis may
+take, only the frames the quality rules and the chosen analyses read, an empty frame (and no query) where the
+design lacks the feature, and the statistics' split of them into the retained and the looser participant
+sets."""
 
 from __future__ import annotations
 

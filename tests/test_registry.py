@@ -31,6 +31,20 @@ def test_every_registered_table_is_an_export_under_its_own_file_name():
     assert {a.filename for a in registry.REGISTERED} <= files
 
 
+def test_every_table_carries_its_columns_and_the_codebook_takes_them_from_the_entry():
+    from analysis import table_columns
+    from analysis.exporting import codebook
+
+    for analysis in registry.REGISTERED:
+        if analysis.sensitivity_of:
+            assert not analysis.columns, analysis.name  # a variant reads its base table's
+            continue
+        assert analysis.columns, analysis.name
+        assert all(isinstance(entry, table_columns.Column) and entry.type in table_columns.TYPES
+                   for entry in analysis.columns.values()), analysis.name
+        assert codebook.TABLE_COLUMNS[analysis.filename] == dict(analysis.columns)
+
+
 def test_every_declared_figure_has_a_drawer_and_every_drawer_a_table():
     declared = {figure for a in registry.REGISTERED for figure in a.figures}
     assert declared == set(charts.DRAWERS)

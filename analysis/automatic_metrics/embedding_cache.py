@@ -1,4 +1,5 @@
-"""The database-backed embedding cache: ``analysis.automatic_metrics.metrics.EmbeddingCache`` over the EmbeddingCache model.
+"""The database-backed embedding cache: ``analysis.automatic_metrics.metrics.EmbeddingCache`` over the
+EmbeddingCache model.
 
 Rows are keyed by (model name, SHA-256 of the text), so vectors of different
 encoders never mix. Vectors are stored as raw little-endian float32 bytes.

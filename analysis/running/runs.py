@@ -51,10 +51,10 @@ from django.utils import timezone
 from threadpoolctl import threadpool_limits
 
 from analysis import pipeline, quality, registry, selectors
-from analysis.running import fanout, frame_builders
 from analysis.design import Design, study_design
 from analysis.models import AnalysisRun, ParticipantResult, ResultTable, StoredTable
 from analysis.quality import QualityResult
+from analysis.running import fanout, frame_builders
 from surveys import withdrawal
 from surveys.allocation import allocation_reconcile
 from surveys.models import Participant, Study

@@ -91,14 +91,15 @@ class QuestionType:
     template: str = ""
     #: Answer exports (``analysis.exporting.exports.EXPORTS`` names) that a study asking this type gets.
     exports: tuple[str, ...] = ()
-    #: The answer files among them that the type writes itself (``answer_file_rows``); the built-in types'
-    #: files are written by ``analysis.exporting.exports``.
+    #: The answer files among them that the type writes itself (``answer_file_rows``: free_text.csv,
+    #: choices.csv); ratings.csv and pairwise.csv are read through the analyses' frames, by
+    #: ``analysis.exporting.exports``.
     answer_files: tuple[AnswerFile, ...] = ()
     #: The answer files this type alone brings: file name -> its columns, in order.
     export_columns: dict[str, list[str]] = {}
-    #: Their codebook entries (``analysis.exporting.codebook``): file name -> column -> (meaning, type, allowed values), for
-    #: the columns the file gives a meaning of its own; the shared ones (participant_id, model ...) are the
-    #: codebook's.
+    #: Their codebook entries (``analysis.exporting.codebook``): file name -> column -> (meaning, type, allowed
+    #: values), for the columns the file gives a meaning of its own; the shared ones (participant_id, model ...)
+    #: are the codebook's.
     codebook: dict[str, dict[str, tuple[str, str, str]]] = {}
 
     #: The fields of the study definition this type owns: name -> (type, ``definition_parts.facing(default)``
