@@ -6,11 +6,10 @@ sets."""
 from __future__ import annotations
 
 import pandas as pd
-import pytest
 
-from analysis import pipeline, registry
-from analysis.running import frame_builders
+from analysis import frames, pipeline, registry
 from analysis.design import study_design
+from analysis.running import frame_builders
 from tests.support.researcher import fill_with_bots
 
 
@@ -72,8 +71,12 @@ def test_a_frame_an_analysis_names_but_the_caller_left_out_fails_that_analysis_a
     assert computed.failures["pairwise_position_bias"].startswith("KeyError")
 
 
-@pytest.mark.parametrize("name", sorted(registry.INPUTS))
-def test_each_builder_returns_a_frame(name, tide):
+def test_each_builder_gives_the_frame_the_frames_module_reads_for_its_name(tide):
+    fill_with_bots(tide, 3)
     design = study_design(tide.pk)
-    built = frame_builders.frames_build(tide.pk, design, [name])
-    assert isinstance(built[name], pd.DataFrame)
+    built = frame_builders.frames_build(tide.pk, design, registry.INPUTS)
+    assert set(built) == set(registry.INPUTS)
+    pd.testing.assert_frame_equal(built["ratings"], frames.ratings_frame(tide.pk))
+    pd.testing.assert_frame_equal(built["participants"], frames.participants_frame(tide.pk, design))
+    pd.testing.assert_frame_equal(built["gold"], frames.gold_frame(tide.pk))
+    assert built["ratings"]["participant_id"].nunique() == 3

@@ -3,15 +3,14 @@ results page, a figure drawer for each figure it declares, and analysis/ has no 
 
 from __future__ import annotations
 
-import ast
 import inspect
-from pathlib import Path
+from collections import defaultdict
 
 import pytest
 
 from analysis import charts, pipeline, registry
 from analysis.exporting import exports
-from tests.support.paths import ROOT
+from tests.support.import_graph import circles, import_graph
 
 
 def test_it_gives_every_table_a_title_a_section_and_a_description():
@@ -84,75 +83,10 @@ def test_the_options_come_from_the_settings_each_entry_names(settings):
     assert "win_table" not in options
 
 
-def _imports_of(path: Path, own_package: str, package: str) -> set[str]:
-    """The names of every ``package`` module ``path`` (a module of ``own_package``) imports, at any depth
-    (function-level imports too).
-
-    ``from x import y`` names ``x`` and ``x.y`` (a module, or a name in ``x/__init__``; the caller keeps those
-    that are modules); a relative import is resolved from ``own_package``.
-    """
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            found |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                parts = own_package.split(".")
-                base = parts[:len(parts) - (node.level - 1)]
-                module = ".".join(base + ([node.module] if node.module else []))
-            else:
-                module = node.module or ""
-            found |= {module} | {f"{module}.{alias.name}" for alias in node.names}
-    return {name for name in found if name == package or name.startswith(package + ".")}
-
-
-def _module_graph(package: str) -> dict[str, set[str]]:
-    """Module -> the modules of ``package`` it imports (migrations and commands left out: nothing imports them)."""
-    paths = {}
-    for path in (ROOT / package).rglob("*.py"):
-        if "migrations" in path.parts or "management" in path.parts:
-            continue
-        relative = path.relative_to(ROOT).with_suffix("")
-        parts = relative.parts[:-1] if relative.name == "__init__" else relative.parts
-        paths[".".join(parts)] = path
-    graph = {}
-    for name, path in paths.items():
-        own_package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
-        graph[name] = {t for t in _imports_of(path, own_package, package) if t in paths and t != name}
-    return graph
-
-
-def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
-    state: dict[str, int] = {}
-    stack: list[str] = []
-
-    def visit(node: str) -> list[str] | None:
-        state[node] = 1
-        stack.append(node)
-        for target in sorted(graph.get(node, ())):
-            if state.get(target) == 1:
-                return stack[stack.index(target):] + [target]
-            if target not in state and (found := visit(target)):
-                return found
-        stack.pop()
-        state[node] = 2
-        return None
-
-    for node in sorted(graph):
-        if node not in state and (found := visit(node)):
-            return found
-    return None
-
-
 def test_there_is_no_import_cycle_in_analysis():
-    graph = _module_graph("analysis")
+    graph = {module: {t for t in targets if t.startswith("analysis.")}
+             for module, targets in import_graph().items() if module.startswith("analysis.")}
     # The graph sees absolute, relative and function-level imports.
     assert "analysis.running.runs" in graph["analysis.tasks"] and "analysis.pipeline" in graph["analysis.running.runs"]
     assert "analysis.running.runs" in graph["analysis.views"]
-    cycle = _cycle(graph)
-    assert cycle is None, " -> ".join(cycle)
-
-
-def test_the_cycle_finder_finds_a_cycle():
-    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
-    assert _cycle({"a": {"b"}, "b": set()}) is None
+    assert circles(defaultdict(set, graph)) == []
