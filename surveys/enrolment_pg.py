@@ -116,7 +116,13 @@ def _items_and_first_counts(block_ids: list[int]) -> tuple[dict[int, list[int]],
 
 
 def _pages_write(participant_id: int, pages: list[tuple[str, int]], orders: dict[int, list[int]]) -> None:
-    """The participant's pages, their placements and their count of blocks, in one statement."""
+    """The participant's pages, their placements and their count of blocks, in one statement.
+
+    Its commit does not wait for the disk (``synchronous_commit`` off for this statement's transaction, as
+    for the allocation's): nobody has answered anything yet, and the first answer's commit, which does wait,
+    flushes the log up to it and so this one's too. A crash of the database in the fraction of a second
+    before the log is written may lose a newcomer's entry, never an answer: their next page is then the one
+    that asks them to come in again by their link (surveys/session_expired.html)."""
     visit_defaults, placement_defaults = _defaults(BlockVisit), _defaults(ItemPlacement)
     visits, placements = [], []
     for number, (kind, object_id) in enumerate(pages, start=1):
@@ -148,7 +154,9 @@ def _pages_sql() -> str:
             FROM jsonb_populate_recordset(NULL::{ItemPlacement._meta.db_table}, %s::jsonb) AS r
             JOIN visits ON visits.sequence = r.visit_id
         )
-        UPDATE {Participant._meta.db_table} SET blocks_assigned = %s WHERE id = %s"""
+        UPDATE {Participant._meta.db_table} SET blocks_assigned = %s
+        FROM (SELECT set_config('synchronous_commit', 'off', true)) AS commit_without_waiting_for_the_disk
+        WHERE id = %s"""
 
 
 @cache

@@ -147,3 +147,27 @@ def test_the_app_s_connections_compile_no_query_plans():
     with connection.cursor() as cursor:
         cursor.execute("SHOW jit")
         assert cursor.fetchone()[0] == "off"
+
+
+def test_the_pages_commit_without_waiting_for_the_disk():
+    study = _load()
+    participant = services.participant_enroll(study=study, external_id="first", seed=1)
+    pages = [("block", block) for block, _, _ in _pages(participant) if block]
+    orders = {block: items for block, _, items in _pages(participant) if block}
+    BlockVisit.objects.filter(participant=participant).delete()
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL synchronous_commit = on")  # the test's transaction, as a request's starts
+        enrolment_pg._pages_write(participant.pk, pages, orders)
+        cursor.execute("SHOW synchronous_commit")
+        assert cursor.fetchone()[0] == "off"
+    assert [block for block, _, _ in _pages(participant)] == [block for _, block in pages]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_next_statement_waits_for_the_disk_again():
+    study = _load()
+    participant = services.participant_enroll(study=study, external_id="first", seed=1)  # in autocommit
+    assert participant.blocks_assigned == 4
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW synchronous_commit")
+        assert cursor.fetchone()[0] == "on"  # set_config's is_local: the pages' own transaction only
