@@ -169,5 +169,8 @@ def test_the_next_statement_waits_for_the_disk_again():
     participant = services.participant_enroll(study=study, external_id="first", seed=1)  # in autocommit
     assert participant.blocks_assigned == 4
     with connection.cursor() as cursor:
-        cursor.execute("SHOW synchronous_commit")
-        assert cursor.fetchone()[0] == "on"  # set_config's is_local: the pages' own transaction only
+        # set_config's is_local: the pages' own transaction only, not the connection's later ones.
+        cursor.execute("SELECT current_setting('synchronous_commit'), reset_val FROM pg_settings "
+                       "WHERE name = 'synchronous_commit'")
+        now, connection_default = cursor.fetchone()
+    assert now == connection_default
