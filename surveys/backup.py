@@ -18,7 +18,8 @@ after the study was deleted). Backends differ (SQLite to PostgreSQL works): Post
 moved past the restored ids afterwards.
 
 Not in the file: user accounts (owners are re-attached by username when the account exists), the rate-limit
-counters, the embedding cache (recomputed) and other apps' rows.
+counters, the embedding cache (recomputed), the counts PostgreSQL keeps from the placements (rebuilt as they
+are restored) and other apps' rows.
 """
 
 from __future__ import annotations
@@ -88,6 +89,8 @@ STUDY_MODELS: list[tuple[str, str]] = [
 ]
 # Models of those apps that hold no study's rows.
 NOT_PER_STUDY = {"analysis.EmbeddingCache"}
+# Models whose rows the database derives from others in the file, and rebuilds as those are restored.
+DERIVED = {"surveys.FirstShownTally"}
 BATCH = 2000
 
 

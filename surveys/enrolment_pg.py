@@ -7,8 +7,8 @@ most of an entry's time. Here:
 1. one call of ``surveys_participant_enrol`` (migration 0016) checks that the person did not withdraw,
    inserts them, takes the study's lock and allocates their blocks; it commits on its own, like the general
    path's first transaction, and so releases the lock;
-2. one query reads the blocks' items and how often each was shown first (after the lock: newcomers do not
-   queue behind it);
+2. one query reads the blocks' items and how often each was shown first (one counter per item, kept by
+   PostgreSQL from the placements: ``FirstShownTally``; after the lock: newcomers do not queue behind it);
 3. their sequence is drawn in Python from their seed (``surveys.sequence``, as on the general path), and one
    statement writes their pages and placements.
 
@@ -100,16 +100,13 @@ def _enrol_call(participant: Participant) -> dict[str, Any]:
 
 def _items_and_first_counts(block_ids: list[int]) -> tuple[dict[int, list[int]], Counter]:
     """The blocks' items (``sequence.items_by_block``) and how often each was shown first to a participant (not
-    a preview): the rotations' counts."""
+    a preview): the rotations' counts, as PostgreSQL keeps them (``FirstShownTally``)."""
     with connection.cursor() as cursor:
         # The ids as a literal array (client-side binding): planned with them, so the indexes are used.
         cursor.execute("""
-            SELECT i.id, i.block_id,
-                   (SELECT count(*) FROM surveys_itemplacement pl
-                    JOIN surveys_blockvisit v ON v.id = pl.visit_id
-                    JOIN surveys_participant p ON p.id = v.participant_id
-                    WHERE pl.item_id = i.id AND pl.position = 1 AND NOT p.is_preview)
-            FROM surveys_item i WHERE i.block_id = ANY (%s) ORDER BY i.option, i.id""", [block_ids])
+            SELECT i.id, i.block_id, tally.shown_first
+            FROM surveys_item i LEFT JOIN surveys_firstshowntally tally ON tally.item_id = i.id
+            WHERE i.block_id = ANY (%s) ORDER BY i.option, i.id""", [block_ids])
         rows = cursor.fetchall()
     items = sequence.items_by_block((item_id, block_id) for item_id, block_id, _ in rows)
     return items, Counter({item_id: firsts for item_id, _, firsts in rows if firsts})

@@ -648,6 +648,20 @@ class BlockTally(models.Model):
         indexes = [models.Index(fields=["study", "allocated", "shuffle"], name="tally_next_blocks")]
 
 
+class FirstShownTally(models.Model):
+    """How many participants (not previews) were shown an item first on its block's page: the counts that
+    ``surveys.sequence.rotations`` balances, kept so that entry reads one row per item instead of counting
+    placements.
+
+    Kept by PostgreSQL itself (migration 0018: triggers on the placements, whatever writes or deletes them),
+    and read only by the PostgreSQL entry path (``surveys.enrolment_pg``); the general path, and SQLite, count
+    the placements. Derived, so not in a study's backup: restoring the placements rebuilds it."""
+
+    item = models.OneToOneField(Item, on_delete=models.CASCADE, primary_key=True, related_name="+")
+    # Positive: a count the triggers would take below zero is a fault, raised rather than kept.
+    shown_first = models.PositiveIntegerField(default=0)
+
+
 class PairTally(models.Model):
     """How often a pair of a block's responses was allocated (pairwise studies whose blocks hold three or more)."""
 
