@@ -26,7 +26,7 @@ from rest_framework.views import APIView
 from surveys.api import ApiAutoSchema, ErrorSerializer
 from surveys.coverage import block_coverage_rows, coverage_summary
 from surveys.permissions import Capability, require, studies_visible_to
-from surveys.questions import best_worst, free_text, question_type
+from surveys.questions import best_worst, free_text, pairwise, question_type
 from web.signals import announce_action
 from web.throttles import UserRateThrottle
 
@@ -336,14 +336,15 @@ class PairwiseRecords(_ExportRecords):
     """pairwise.csv as JSON: the pairwise preferences of the retained participants of the latest finished run."""
 
     serializer_class = PairwiseRecordSerializer
-    columns = exports.PAIRWISE_EXPORT_COLUMNS
+    columns = pairwise.PAIRWISE_COLUMNS
 
     def rows(self, run: AnalysisRun):
         return selectors.pairwise_visit_ids(run=run)
 
     def records(self, rows: list[int]) -> Iterator[list]:
         # A page is visit ids; its rows come from the analyses' frame, so they cannot differ from pairwise.csv.
-        return exports.pairwise_records(frames.pairwise_frame(self.run.study_id, visit_ids=rows))
+        values = frames.pairwise_frame(self.run.study_id, visit_ids=rows)[self.columns].astype(object)
+        return iter(values.where(values.notna(), None).to_numpy().tolist())  # NaN -> None (JSON null)
 
 
 # ---------------------------------------------------------------- imports

@@ -35,7 +35,7 @@ and transferred per row.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -323,9 +323,8 @@ def ratings_frames(study_id: int, *, participants: QuerySet, per_frame: int = 50
     Elsewhere each frame is ``ratings_frame`` of its participants.
     """
     if connection.vendor != "postgresql":
-        ids = sorted({row[0] for row in _fetch(participants)})
-        for start in range(0, len(ids), per_frame):
-            yield ratings_frame(study_id, participant_ids=ids[start:start + per_frame])
+        for ids in _id_groups(participants, per_frame):
+            yield ratings_frame(study_id, participant_ids=ids)
         return
     labels = _study_labels(study_id)
     sql, params, width = _joined_rows_query(study_id, labels, participants)
@@ -344,6 +343,13 @@ def ratings_frames(study_id: int, *, participants: QuerySet, per_frame: int = 50
                             visit_rows, placement_rows, rating_rows)
         if len(frame):
             yield frame
+
+
+def _id_groups(participants: QuerySet, size: int) -> Iterator[list[int]]:
+    """The ids of ``participants`` (a queryset of one column of ids) in ascending order, ``size`` at a time."""
+    ids = sorted({row[0] for row in _fetch(participants)})
+    for start in range(0, len(ids), size):
+        yield ids[start:start + size]
 
 
 # Where the columns of _visit_query, _placement_query and _rating_query sit in a row of
@@ -673,11 +679,25 @@ def pairwise_frame(study_id: int, *, participant_ids: Sequence[int] | None = Non
     )
 
 
+def pairwise_frames(study_id: int, *, participants: QuerySet, per_frame: int = 500) -> Iterator[pd.DataFrame]:
+    """``pairwise_frame`` of ``participants`` (a queryset of one column of participant ids), ``per_frame``
+    participants at a time in id order (as ``ratings_frames``)."""
+    for ids in _id_groups(participants, per_frame):
+        yield pairwise_frame(study_id, participant_ids=ids)
+
+
 def _empty_pairwise_frame() -> pd.DataFrame:
     frame = pd.DataFrame({name: pd.Categorical([]) for name in PAIRWISE_COLUMNS[:-2]})
     frame["preference"] = pd.Categorical([], categories=PREFERENCES)
     frame["seconds_on_block"] = pd.Series([], dtype=float)
     return frame
+
+
+#: The frames a question type's answer file is written from (``surveys.questions.AnswerFile.frame``): name ->
+#: the frames of some participants (a queryset of their ids), ``per_frame`` participants each, in the file's
+#: row order.
+ANSWER_FRAMES: dict[str, Callable[..., Iterator[pd.DataFrame]]] = {"ratings": ratings_frames,
+                                                                   "pairwise": pairwise_frames}
 
 
 RESPONSE_COLUMNS = [

@@ -2,8 +2,9 @@
 
 ``COLUMNS`` gives a column name its shared meaning (ids, p-values, notes). Each result table's own columns
 are carried by its registry entry (``registry.Analysis.columns``, one of the mappings below); the files that
-are not result tables (participants.csv, ratings.csv, scenarios.csv, coverage.csv) are listed by
-``analysis.exporting.codebook``, which puts them all together. Entries describe the software, not one study.
+are not result tables (participants.csv, scenarios.csv, coverage.csv) are listed by
+``analysis.exporting.codebook``, which puts them all together with the answer files' entries (their question
+types'). Entries describe the software, not one study.
 """
 
 from __future__ import annotations
@@ -105,19 +106,6 @@ PARTICIPANTS: dict[str, Column] = {
                       "true, false"),
     "reject_reason": Column("ground on which the panel allows rejecting the submission", TEXT,
                             f"blank = none; {quality.REJECT_ATTENTION}, {quality.REJECT_TOO_FAST}"),
-}
-
-RATINGS: dict[str, Column] = {
-    "block_order": Column("the block's place in the participant's sequence (attention checks not counted)", INTEGER,
-                          ">= 1"),
-    "seconds_on_block": Column("seconds from first showing the block to its submission", NUMBER,
-                               ">= 0; blank when the block was never submitted"),
-    "rank_changed": Column("whether the participant's final ranking of the block differs from the order the "
-                           "responses were shown in (some response's rank is not its position); rankings start "
-                           "unranked, so false means the shown order was confirmed", BOOLEAN,
-                           "true, false; blank when ranking is off or the block has no ranks"),
-    "dimension": Column("rating dimension (key of the rating scale); present only when the study rates more than "
-                        "one dimension", TEXT, "the study's dimension keys"),
 }
 
 SCENARIOS: dict[str, Column] = {

@@ -20,7 +20,7 @@ from analysis.exporting import codebook, exports
 from analysis.design import study_design
 from analysis.exporting.zip_readme import zip_readme_text
 from surveys.models import DemographicQuestion
-from surveys.questions import best_worst, free_text
+from surveys.questions import best_worst, free_text, pairwise, rating
 from tests.support import stats_data as data
 from tests.support.researcher import fill_with_bots, finished_run
 
@@ -28,9 +28,9 @@ from tests.support.researcher import fill_with_bots, finished_run
 QUALITY_TABLES = {"filter_flow": quality.FILTER_FLOW_COLUMNS,
                   "filter_flow_by_subgroup": quality.FILTER_FLOW_BY_SUBGROUP_COLUMNS}
 EXPORT_FILES = {"participants.csv": exports.PARTICIPANT_EXPORT_COLUMNS_BEFORE + exports.PARTICIPANT_EXPORT_COLUMNS_AFTER,
-                "ratings.csv": [*exports.RATINGS_EXPORT_COLUMNS, "dimension"],
+                "ratings.csv": [*rating.RATINGS_COLUMNS, "dimension"],
                 "free_text.csv": free_text.FREE_TEXT_COLUMNS, "choices.csv": best_worst.CHOICE_EXPORT_COLUMNS,
-                "pairwise.csv": exports.PAIRWISE_EXPORT_COLUMNS, "scenarios.csv": exports.SCENARIO_EXPORT_COLUMNS,
+                "pairwise.csv": pairwise.PAIRWISE_COLUMNS, "scenarios.csv": exports.SCENARIO_EXPORT_COLUMNS,
                 "coverage.csv": exports.COVERAGE_COLUMNS}
 
 

@@ -119,6 +119,15 @@ def test_pairwise_csv_holds_the_retained_participants_answered_pairs_escaped(own
     assert "'" + FORMULA_SYSTEM.replace('"', '""') in text and "," + FORMULA_SYSTEM not in text
 
 
+def test_pairwise_csv_is_the_same_in_frames_of_a_few_participants(owner_client, pw_run, monkeypatch):
+    from analysis.exporting import exports
+
+    monkeypatch.setattr(exports, "_PARTICIPANTS_PER_FRAME", 2)  # several frames, and batches splitting them
+    monkeypatch.setattr(exports, "_ROWS_PER_BATCH", 7)
+    rows = csv_rows(owner_client.get(f"/studies/{pw_run.study.slug}/exports/pairwise.csv"))
+    assert rows == [PAIRWISE_HEADER, *expected_rows(pw_run)] and len({row[0] for row in rows[1:]}) > 2
+
+
 def test_the_exports_page_lists_pairwise_csv_only_for_a_pairwise_study(owner_client, pw_run, done_run):
     page = owner_client.get(f"/studies/{pw_run.study.slug}/exports/")
     assert page.status_code == 200

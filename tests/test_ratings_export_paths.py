@@ -19,12 +19,13 @@ from django.test import Client
 
 from analysis import frames, pgcopy
 from analysis.exporting import exports
-from analysis.exporting.exports import RATINGS_EXPORT_COLUMNS, csv_cell, csv_cells
+from analysis.exporting.exports import csv_cell, csv_cells
 from analysis.frames import ratings_frame, ratings_frames
 from analysis.models import ParticipantResult
 from analysis.selectors import retained_participant_ids
 from surveys.definition import parse_definition
 from surveys.loader import study_load
+from surveys.questions.rating import RATINGS_COLUMNS
 from tests.support.researcher import fill_with_bots, finished_run
 
 # Model names a spreadsheet would run as formulas, or that need quoting or UTF-8.
@@ -59,10 +60,10 @@ def _value_by_value_csv(study, run) -> bytes:
     whole = {"position", "rating", "rank", "block_order"}
     text = io.StringIO()
     writer = csv.writer(text)
-    writer.writerow(RATINGS_EXPORT_COLUMNS)
-    for record in frame[RATINGS_EXPORT_COLUMNS].itertuples(index=False):
+    writer.writerow(RATINGS_COLUMNS)
+    for record in frame[RATINGS_COLUMNS].itertuples(index=False):
         cells = []
-        for name, value in zip(RATINGS_EXPORT_COLUMNS, record):
+        for name, value in zip(RATINGS_COLUMNS, record):
             value = value.item() if isinstance(value, np.generic) else value
             missing = value is None or value is pd.NA or (isinstance(value, float) and value != value)
             cells.append("" if missing else str(int(value)) if name in whole else csv_cell(value))

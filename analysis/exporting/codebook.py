@@ -23,7 +23,7 @@ from django.dispatch import receiver
 from analysis import registry
 # The meanings themselves (table_columns); the names below are also what the codebook's readers use.
 from analysis.table_columns import (
-    BOOLEAN, COLUMNS, COVERAGE, INTEGER, NUMBER, PARTICIPANTS, RATINGS, SCENARIOS, TEXT, TIME, TYPES, Column,
+    BOOLEAN, COLUMNS, COVERAGE, INTEGER, NUMBER, PARTICIPANTS, SCENARIOS, TEXT, TIME, TYPES, Column,
 )
 from surveys.definition import OUTSIDE_US, PREFER_NOT
 from surveys.demographics import offered_answers
@@ -37,12 +37,14 @@ __all__ = [
 
 
 def _answer_files() -> dict[str, dict[str, Column]]:
-    """The answer files of the registered question types (free_text.csv, choices.csv, pairwise.csv ...), as
-    their units describe them."""
-    return {
-        filename: {name: Column(*entry) for name, entry in entries.items()}
-        for kind in QUESTION_TYPES for filename, entries in kind.codebook.items()
-    }
+    """The answer files of the registered question types (ratings.csv, free_text.csv, choices.csv ...), as
+    their units describe them; a file's entries from several units together (ratings.csv: rating's and
+    ranking's)."""
+    files: dict[str, dict[str, Column]] = {}
+    for kind in QUESTION_TYPES:
+        for filename, entries in kind.codebook.items():
+            files.setdefault(filename, {}).update((name, Column(*entry)) for name, entry in entries.items())
+    return files
 
 
 _ANSWER_FILES = _answer_files()
@@ -52,7 +54,6 @@ _ANSWER_FILES = _answer_files()
 #: the question types' answer files, and each result table's as its registry entry carries them.
 TABLE_COLUMNS: dict[str, dict[str, Column]] = {
     "participants.csv": PARTICIPANTS,
-    "ratings.csv": RATINGS,
     "scenarios.csv": SCENARIOS,
     **_ANSWER_FILES,
     "coverage.csv": COVERAGE,

@@ -142,38 +142,8 @@ def table_rows(name: str) -> Callable[[AnalysisRun], Rows]:
     return rows
 
 
-RATINGS_EXPORT_COLUMNS = [
-    "participant_id", "block_id", "scenario", "response_id", "model", "condition", "position", "rating", "rank",
-    "block_order", "seconds_on_block", "rank_changed",
-]
-
-
-def ratings_batches(run: AnalysisRun) -> Iterator[Batch]:
-    """The cleaned ratings of the run's retained participants: the rows of ``frames.ratings_frame``.
-
-    Read from the analysis frame, in its order (participant, block_order,
-    position, dimension), so ``block_order``, ``seconds_on_block`` and
-    ``rank_changed`` are those the analyses use (``analysis.derived``). A best-worst study (no
-    rating scale) has one row per response shown in a submitted block, with
-    ``rating`` blank. Multi-dimension studies get a trailing ``dimension``
-    column. The frames come ``_PARTICIPANTS_PER_FRAME`` participants at a time
-    (``frames.ratings_frames``), so memory stays flat however large the study,
-    and their cells are written a column at a time (``csv_cells``): a million
-    rows never pass through Python one by one until ``csv.writer`` joins them.
-    """
-    names = RATINGS_EXPORT_COLUMNS + (["dimension"] if run.study.dimensions.count() > 1 else [])
-    yield [names]
-    for frame in frames.ratings_frames(run.study_id, participants=retained_participant_ids(run=run),
-                                       per_frame=_PARTICIPANTS_PER_FRAME):
-        columns = [csv_cells(frame[name], whole=name in _WHOLE_NUMBERS) for name in names]
-        for first in range(0, len(frame), _ROWS_PER_BATCH):
-            yield zip(*(cells[first:first + _ROWS_PER_BATCH].tolist() for cells in columns))
-
-
 # 250 TIDE participants are 30,000 rows: a frame of a few MB, its reading and writing a few tens of MB.
 _PARTICIPANTS_PER_FRAME = 250
-# Stored as integers; the frame holds ratings and ranks as floats to carry NaN.
-_WHOLE_NUMBERS = {"position", "rating", "rank", "block_order"}
 
 
 def csv_cells(column: pd.Series, *, whole: bool = False) -> np.ndarray:
@@ -230,28 +200,6 @@ def scenarios_export_rows(run: AnalysisRun) -> Rows:
         yield [key, label, user_input, json.dumps(context, ensure_ascii=False)]
 
 
-PAIRWISE_EXPORT_COLUMNS = frames.PAIRWISE_COLUMNS
-
-
-def pairwise_batches(run: AnalysisRun) -> Iterator[Batch]:
-    """pairwise.csv: one row per answered pairwise block of the run's retained participants, the rows of
-    ``frames.pairwise_frame`` (so ``seconds_on_block`` is the analyses'), a few hundred participants at a
-    time, written a column at a time like ratings.csv."""
-    yield [PAIRWISE_EXPORT_COLUMNS]
-    retained = list(retained_participant_ids(run=run).order_by("participant_id").values_list("participant_id", flat=True))
-    for start in range(0, len(retained), _PARTICIPANTS_PER_FRAME):
-        frame = frames.pairwise_frame(run.study_id, participant_ids=retained[start:start + _PARTICIPANTS_PER_FRAME])
-        columns = [csv_cells(frame[name]) for name in PAIRWISE_EXPORT_COLUMNS]
-        for first in range(0, len(frame), _ROWS_PER_BATCH):
-            yield zip(*(cells[first:first + _ROWS_PER_BATCH].tolist() for cells in columns))
-
-
-def pairwise_records(frame: pd.DataFrame) -> Iterator[list[Any]]:
-    """The rows of a pairwise frame as lists of plain values (NaN -> None), for the API's JSON records."""
-    values = frame[PAIRWISE_EXPORT_COLUMNS].astype(object)
-    return iter(values.where(values.notna(), None).to_numpy().tolist())
-
-
 def coverage_rows(study: Study) -> Rows:
     """coverage.csv: judgements per block against r, as they stand now (surveys.coverage)."""
     yield COVERAGE_COLUMNS
@@ -263,21 +211,44 @@ EXPORTS: dict[str, Export] = {
     "participants": Export("participants.csv", from_rows(participants_rows),
                            "participants with quality metrics (pseudonyms)"),
     "identifiers": Export("identifiers.csv", from_rows(identifiers_rows), "panel ids for paying/rejecting (restricted)"),
-    "ratings": Export("ratings.csv", ratings_batches, "cleaned ratings of retained participants"),
 }
 
 
 def _answer_file_export(kind: QuestionType, answer_file: AnswerFile) -> Export:
-    """An answer file a question type writes itself (free_text.csv, choices.csv ...), for the run's retained
-    participants."""
+    """An answer file a question type writes (ratings.csv, free_text.csv, choices.csv ...), for the run's
+    retained participants: from the analyses' frame it names, or from the rows it gives."""
+    if answer_file.frame:
+        return Export(answer_file.filename, _frame_batches(kind, answer_file), answer_file.description)
 
     def rows(run: AnalysisRun) -> Rows:
-        yield kind.export_columns[answer_file.filename]
+        yield kind.answer_file_columns(answer_file.name, study=run.study)
         written = kind.answer_file_rows(answer_file.name, study_id=run.study_id,
                                         participant_ids=retained_participant_ids(run=run))
         yield from written.iterator(chunk_size=2000) if isinstance(written, QuerySet) else written
 
     return Export(answer_file.filename, from_rows(rows), answer_file.description)
+
+
+def _frame_batches(kind: QuestionType, answer_file: AnswerFile) -> Callable[[AnalysisRun], Iterator[Batch]]:
+    """An answer file written from one of the analyses' frames (``AnswerFile.frame``, ``frames.ANSWER_FRAMES``),
+    in the frame's order, so its derived columns are the analyses' (``analysis.derived``).
+
+    The frames come ``_PARTICIPANTS_PER_FRAME`` participants at a time, so
+    memory stays flat however large the study, and their cells are written a
+    column at a time (``csv_cells``): a million rows never pass through Python
+    one by one until ``csv.writer`` joins them.
+    """
+
+    def batches(run: AnalysisRun) -> Iterator[Batch]:
+        names = kind.answer_file_columns(answer_file.name, study=run.study)
+        yield [names]
+        for frame in frames.ANSWER_FRAMES[answer_file.frame](
+                run.study_id, participants=retained_participant_ids(run=run), per_frame=_PARTICIPANTS_PER_FRAME):
+            columns = [csv_cells(frame[name], whole=name in answer_file.whole_numbers) for name in names]
+            for first in range(0, len(frame), _ROWS_PER_BATCH):
+                yield zip(*(cells[first:first + _ROWS_PER_BATCH].tolist() for cells in columns))
+
+    return batches
 
 
 _TYPE_WRITTEN: set[str] = set()  # the export names added below, replaced when the registry changes
@@ -295,8 +266,6 @@ def _add_type_written_exports() -> None:
 
 _add_type_written_exports()
 EXPORTS.update({
-    "pairwise": Export("pairwise.csv", pairwise_batches,
-                       "pairwise preferences (left, right, tie, both bad) of retained participants (pairwise studies)"),
     "scenarios": Export("scenarios.csv", from_rows(scenarios_export_rows),
                         "the scenarios: the person's message and the conversation before it"),
     "coverage": Export("coverage.csv", from_rows(lambda run: coverage_rows(run.study)),
@@ -319,10 +288,10 @@ def result_exports_of(run: AnalysisRun) -> list[str]:
 
 def exports_of(run: AnalysisRun) -> list[str]:
     """The pseudonymous exports of the run, as the exports page, the API and the zip list them: participants,
-    ratings, the answer exports the study's design applies to, the scenarios, then the run's result tables."""
-    answers = [name for name in answer_exports(run.study) if name != "ratings"]
+    the answer exports of the study (ratings first: every study has them), the scenarios, then the run's result
+    tables."""
     coverage = ["coverage"] if run.study.allocates else []
-    return ["participants", "ratings", *answers, "scenarios", *coverage, *result_exports_of(run)]
+    return ["participants", *answer_exports(run.study), "scenarios", *coverage, *result_exports_of(run)]
 
 
 # Exports that hold only pseudonymous data (everything but identifiers).

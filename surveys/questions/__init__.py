@@ -65,10 +65,12 @@ def definition_problems(definition) -> list[str]:
 
 
 def answer_exports(study) -> list[str]:
-    """The answer exports (``analysis.exporting.exports.EXPORTS`` names) of the question types a stored study asks,
-    in registration order, each once."""
-    names = [name for kind in QUESTION_TYPES if kind.in_study(study) for name in kind.exports]
-    return list(dict.fromkeys(names))
+    """The answer exports (``analysis.exporting.exports.EXPORTS`` names) of a stored study, each once: the files
+    every study gets (``AnswerFile.every_study``: ratings.csv), then those of the types the study asks, in
+    registration order."""
+    every = [file.name for kind in QUESTION_TYPES for file in kind.answer_files if file.every_study]
+    asked = [name for kind in QUESTION_TYPES if kind.in_study(study) for name in kind.exports]
+    return list(dict.fromkeys([*every, *asked]))
 
 
 def declared_types(definition) -> list[str]:

@@ -3,11 +3,12 @@
 A type carries, in one place, everything about one kind of question a block
 asks: the checks across the definition, the page form's fields and their
 rules, the controls the template renders, the service's last check and the
-save, and the answer exports it brings (the exports and
-their codebook entries are ``analysis.exporting.exports``/``analysis.exporting.codebook`` entries
-named here). The form, the service and the bots loop over the registered types
-and know none of them; how a bot reads and answers a type is ``bots.question_bots``'s
-(surveys never imports bots).
+save, and the answer files it brings with their codebook entries
+(``analysis.exporting.exports`` and ``analysis.exporting.codebook`` write and
+describe every file the types declare, and name none of them). The form, the
+service and the bots loop over the registered types and know none of them;
+how a bot reads and answers a type is ``bots.question_bots``'s (surveys never
+imports bots).
 """
 
 from __future__ import annotations
@@ -61,12 +62,26 @@ class PageForm(Protocol):
 
 @dataclass(frozen=True)
 class AnswerFile:
-    """An answer file that a type writes itself (``QuestionType.answer_file_rows``), under an export name of
-    its ``exports``; its columns are its ``export_columns[filename]``, their meanings its ``codebook``."""
+    """An answer file that a type writes itself, under an export name of its ``exports``; its columns are its
+    ``answer_file_columns`` (``export_columns[filename]`` unless the study adds some), their meanings its
+    ``codebook``.
+
+    Its rows come from ``QuestionType.answer_file_rows``, or, for a file that must hold the analyses' own
+    derived values (block_order, seconds_on_block ...), from one of the analyses' frames: ``frame`` names it
+    (an ``analysis.frames.ANSWER_FRAMES`` key; a name, not an import, because surveys sits below analysis).
+    Such a file is written a column at a time from frames of a few hundred participants each, never row by
+    row (ratings.csv holds a million rows).
+    """
 
     name: str
     filename: str
     description: str
+    frame: str = ""
+    #: The frame's float columns (NaN for none) that hold whole numbers, written as integers.
+    whole_numbers: frozenset[str] = frozenset()
+    #: Listed for every study, not only those that ask the type (ratings.csv: a study without a rating scale
+    #: still has a row per response shown, its rating blank).
+    every_study: bool = False
 
 
 @dataclass(frozen=True)
@@ -91,15 +106,14 @@ class QuestionType:
     template: str = ""
     #: Answer exports (``analysis.exporting.exports.EXPORTS`` names) that a study asking this type gets.
     exports: tuple[str, ...] = ()
-    #: The answer files among them that the type writes itself (``answer_file_rows``: free_text.csv,
-    #: choices.csv); ratings.csv and pairwise.csv are read through the analyses' frames, by
-    #: ``analysis.exporting.exports``.
+    #: The answer files among them that the type writes (free_text.csv, choices.csv, ratings.csv ...).
     answer_files: tuple[AnswerFile, ...] = ()
-    #: The answer files this type alone brings: file name -> its columns, in order.
+    #: The answer files this type brings: file name -> its columns, in order.
     export_columns: dict[str, list[str]] = {}
     #: Their codebook entries (``analysis.exporting.codebook``): file name -> column -> (meaning, type, allowed
     #: values), for the columns the file gives a meaning of its own; the shared ones (participant_id, model ...)
-    #: are the codebook's.
+    #: are the codebook's. A type may describe its own columns of another type's file (ranking: rank_changed
+    #: in ratings.csv).
     codebook: dict[str, dict[str, tuple[str, str, str]]] = {}
 
     #: The fields of the study definition this type owns: name -> (type, ``definition_parts.facing(default)``
@@ -181,8 +195,13 @@ class QuestionType:
         )
 
     # --- exports ----------------------------------------------------------------------
+    def answer_file_columns(self, name: str, *, study: "Study") -> list[str]:
+        """The header of the answer file ``name`` (one of ``answer_files``) for this study."""
+        (filename,) = (answer_file.filename for answer_file in self.answer_files if answer_file.name == name)
+        return self.export_columns[filename]
+
     def answer_file_rows(self, name: str, *, study_id: int, participant_ids: QuerySet) -> Iterable[Any]:
         """The rows (header excluded, each a sequence of values in ``export_columns`` order) of the answer file
-        ``name`` (one of ``answer_files``) for the run's retained participants (a subquery of their ids): a
-        queryset of tuples is streamed in chunks."""
+        ``name`` (one of ``answer_files``, without a ``frame``) for the run's retained participants (a subquery
+        of their ids): a queryset of tuples is streamed in chunks."""
         return []

@@ -14,7 +14,7 @@ from django.utils.translation import gettext as _
 
 from ..definition_parts import facing
 from ..models import BlockVisit
-from .base import QuestionType
+from .base import AnswerFile, QuestionType
 from .controls import Control, entered_value, field_error, radio_options, response_title
 
 FIELD = "preference"
@@ -44,6 +44,9 @@ class PairwiseType(QuestionType):
     key = "pairwise"
     template = "surveys/questions/pairwise.html"
     exports = ("pairwise",)
+    # The rows of the analyses' pairwise frame, so seconds_on_block is the analyses' (as in ratings.csv).
+    answer_files = (AnswerFile("pairwise", PAIRWISE_FILE, "pairwise preferences (left, right, tie, both bad) of "
+                               "retained participants (pairwise studies)", frame="pairwise"),)
     definition_fields = {"pairwise": (bool, facing(
         False, description="pairwise preference: each block shows two responses side by side and asks "
         "which is better: the left, the right, a tie, or both bad (as Chatbot Arena and ACUTE-Eval run it); "

@@ -14,8 +14,18 @@ from ..definition_parts import facing
 from ..models import ItemPlacement
 from .base import QuestionType
 from .controls import Control, Option, entered_value, field_error, response_name
+from .rating import RATINGS_FILE
 
 FIELD_PATTERN = re.compile(r"^rank-(\d+)$")
+
+
+# Ranks are columns of ratings.csv, the rating unit's file; rank_changed, which only ranking gives, is described here.
+_CODEBOOK = {RATINGS_FILE: {
+    "rank_changed": ("whether the participant's final ranking of the block differs from the order the responses "
+                     "were shown in (some response's rank is not its position); rankings start unranked, so false "
+                     "means the shown order was confirmed", "boolean",
+                     "true, false; blank when ranking is off or the block has no ranks"),
+}}
 
 
 def field_name(placement_id: int) -> str:
@@ -27,6 +37,7 @@ class RankingType(QuestionType):
     template = "surveys/questions/ranking.html"
     exports = ("ratings",)  # rank and rank_changed are columns of ratings.csv
     definition_fields = {"ranking": (bool, facing(False))}
+    codebook = _CODEBOOK
 
     def declared(self, definition) -> bool:
         return definition.ranking

@@ -11,10 +11,26 @@ from pydantic import Field, model_validator
 
 from ..definition_parts import DimensionLabel, Key, Strict, Text, facing
 from ..models import Rating
-from .base import QuestionType
+from .base import AnswerFile, QuestionType
 from .controls import Control, entered_value, field_error, radio_options, scale_label
 
 FIELD_PATTERN = re.compile(r"^rate-(\d+)-(.+)$")
+
+RATINGS_FILE = "ratings.csv"
+#: ratings.csv's columns: those of the analyses' ratings frame, in its row order; a study rating more than one
+#: dimension gets a trailing ``dimension`` column (``RatingType.answer_file_columns``).
+RATINGS_COLUMNS = [
+    "participant_id", "block_id", "scenario", "response_id", "model", "condition", "position", "rating", "rank",
+    "block_order", "seconds_on_block", "rank_changed",
+]
+_CODEBOOK = {
+    "block_order": ("the block's place in the participant's sequence (attention checks not counted)", "integer",
+                    ">= 1"),
+    "seconds_on_block": ("seconds from first showing the block to its submission", "number",
+                         ">= 0; blank when the block was never submitted"),
+    "dimension": ("rating dimension (key of the rating scale); present only when the study rates more than one "
+                  "dimension", "text", "the study's dimension keys"),
+}
 
 
 class DimensionDef(Strict):
@@ -42,7 +58,14 @@ def field_name(placement_id: int, dimension_key: str) -> str:
 class RatingType(QuestionType):
     key = "rating"
     exports = ("ratings",)
+    # The rows of the analyses' ratings frame, so block_order, seconds_on_block and rank_changed are the
+    # analyses' (``analysis.derived``). The frame holds ratings and ranks as floats, to carry NaN.
+    answer_files = (AnswerFile("ratings", RATINGS_FILE, "cleaned ratings of retained participants", frame="ratings",
+                               whole_numbers=frozenset({"position", "rating", "rank", "block_order"}),
+                               every_study=True),)
     definition_fields = {"dimensions": (list[DimensionDef], facing(default_factory=list))}
+    export_columns = {RATINGS_FILE: RATINGS_COLUMNS}
+    codebook = {RATINGS_FILE: _CODEBOOK}
 
     def declared(self, definition) -> bool:
         return bool(definition.dimensions)
@@ -107,6 +130,10 @@ class RatingType(QuestionType):
             if not scales[did].scale_min <= value <= scales[did].scale_max:
                 return f"rating {value} is outside the scale"
         return None
+
+    def answer_file_columns(self, name: str, *, study) -> list[str]:
+        # With one dimension the column would only repeat it.
+        return RATINGS_COLUMNS + (["dimension"] if study.dimensions.count() > 1 else [])
 
     def save(self, page, participant, answers) -> None:
         Rating.objects.bulk_create(
