@@ -56,6 +56,11 @@ CREATE TRIGGER first_shown_removed AFTER DELETE ON surveys_itemplacement
 CREATE TRIGGER placement_unmoved BEFORE UPDATE OF visit_id, item_id, position ON surveys_itemplacement
     FOR EACH ROW WHEN (OLD.visit_id <> NEW.visit_id OR OLD.item_id <> NEW.item_id OR OLD.position <> NEW.position)
     EXECUTE FUNCTION surveys_placement_unmoved();
+-- Also when a session skips the foreign-key triggers (session_replication_role = replica: the responses
+-- import, analysis.imports.import_writer): the counts must follow every placement written.
+ALTER TABLE surveys_itemplacement ENABLE ALWAYS TRIGGER first_shown_added;
+ALTER TABLE surveys_itemplacement ENABLE ALWAYS TRIGGER first_shown_removed;
+ALTER TABLE surveys_itemplacement ENABLE ALWAYS TRIGGER placement_unmoved;
 """,
     # The placements written before this migration.
     "INSERT INTO surveys_firstshowntally (item_id, shown_first) SELECT item_id, n FROM ({firsts}) AS firsts;".format(
