@@ -218,6 +218,7 @@ def test_every_question_type_is_registered_once_with_its_own_fields():
     assert {name for kind in QUESTION_TYPES for name in kind.exports} <= set(EXPORTS)
 
 
+@pytest.mark.django_db  # the study fixtures need the test database, also when this test runs alone
 @pytest.mark.parametrize("fixture, answers", [
     ("tide", []), ("counselor", []), ("most_least", ["choices", "free-text"]),
     ("pairwise", ["pairwise", "free-text"]),
