@@ -52,7 +52,7 @@ from analysis import derived, pgcopy
 from analysis.models import GoldScore
 from analysis.design import Design, study_design
 from surveys.models import Block, BlockVisit, Dimension, Item, ItemPlacement, Participant, Rating
-from surveys.questions import pairwise
+from surveys.questions import best_worst, pairwise
 
 RATING_COLUMNS = [
     "participant_id", "block_id", "scenario", "response_id", "model", "condition", "dimension",
@@ -231,8 +231,8 @@ def visits_frame(study_id: int, *, participant_ids: Sequence[int] | None = None)
 
 def _choice_code(field: str) -> Case:
     return Case(
-        When(**{field: ItemPlacement.Choice.BEST}, then=Value(1)),
-        When(**{field: ItemPlacement.Choice.WORST}, then=Value(2)),
+        When(**{field: best_worst.Choice.BEST}, then=Value(1)),
+        When(**{field: best_worst.Choice.WORST}, then=Value(2)),
         default=Value(0),
         output_field=IntegerField(),
     )
@@ -580,7 +580,7 @@ def gold_frame(study_id: int) -> pd.DataFrame:
 
 PAIRWISE_COLUMNS = pairwise.PAIRWISE_COLUMNS  # pairwise.csv's, declared by the question type
 #: The answers of a pairwise block, in the order of their codes in ``_pairwise_visit_query`` (1, 2, ...).
-PREFERENCES = [choice.value for choice in BlockVisit.Preference]
+PREFERENCES = [choice.value for choice in pairwise.Preference]
 
 
 def _pairwise_visit_query(study_id: int, participant_ids: list[int] | None,

@@ -9,7 +9,8 @@ from rest_framework import serializers
 from analysis.forms import MAX_UPLOAD_BYTES
 from analysis.models import AnalysisRun
 from surveys import limits
-from surveys.models import BlockVisit, Participant
+from surveys.models import Participant
+from surveys.questions.pairwise import Preference
 from surveys.serializers import ParticipantFilterSerializer, QuerySerializer
 
 LEVELS = ("participant", "rating")
@@ -185,7 +186,7 @@ class PairwiseRecordSerializer(serializers.Serializer):
     right_model = serializers.CharField()
     left_condition = serializers.CharField()
     right_condition = serializers.CharField()
-    preference = serializers.ChoiceField(choices=BlockVisit.Preference.values)
+    preference = serializers.ChoiceField(choices=Preference.values)
     seconds_on_block = serializers.FloatField(allow_null=True, help_text="null when the block's showing time is "
                                                                          "unknown")
 

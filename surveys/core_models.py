@@ -1,9 +1,11 @@
-"""Studies, what participants are shown, and what they answer.
+"""Studies, what participants are shown, and the platform's own answers (attention checks, demographics).
 
 A study's content (scenarios, blocks, items, dimensions, checks, questions) is
 written only by ``surveys.loader``. A participant's assignment (the randomized
 order of blocks and of the responses inside each block) is drawn once and
-stored as ``BlockVisit`` and ``ItemPlacement`` rows; answers fill those rows.
+stored as ``BlockVisit`` and ``ItemPlacement`` rows. Where the question types
+keep their answers is theirs to declare (``surveys.models`` gathers them): some
+are columns the types add to those two models, others models of their own.
 """
 
 from __future__ import annotations
@@ -294,26 +296,6 @@ class AttentionCheck(models.Model):
         return self.key
 
 
-class FreeTextQuestion(models.Model):
-    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="free_text_questions")
-    key = models.CharField(max_length=limits.KEY)
-    prompt = models.TextField()
-    max_length = models.PositiveIntegerField(default=1000)
-    required = models.BooleanField(default=False)
-    # Asked under every block (e.g. "why did you choose these?") or once at the end.
-    per_block = models.BooleanField(default=False)
-    order = models.PositiveSmallIntegerField(default=0)
-
-    class Meta:
-        ordering = ["order", "id"]
-        constraints = [
-            models.UniqueConstraint(fields=["study", "key"], name="free_text_unique_key"),
-            models.CheckConstraint(
-                condition=Q(max_length__gte=1) & Q(max_length__lte=10000), name="free_text_max_length_range"
-            ),
-        ]
-
-
 class DemographicQuestion(models.Model):
     """One demographic question of a study (its key is the answer's column in participants.csv)."""
 
@@ -464,12 +446,6 @@ class TurnAway(models.Model):
 class BlockVisit(models.Model):
     """One page of a participant's sequence: a block or an attention check."""
 
-    class Preference(models.TextChoices):
-        LEFT = "left"
-        RIGHT = "right"
-        TIE = "tie"
-        BOTH_BAD = "both_bad"
-
     # The unique constraints below lead with this column, so their index serves
     # lookups and cascades; a separate one would only slow every insert.
     participant = models.ForeignKey(Participant, on_delete=models.CASCADE, related_name="visits", db_index=False)
@@ -482,8 +458,7 @@ class BlockVisit(models.Model):
     submitted_at = models.DateTimeField(null=True, blank=True)
     attention_value = models.SmallIntegerField(null=True, blank=True)
     attention_passed = models.BooleanField(null=True, blank=True)
-    # A pairwise block's answer; the placement at position 1 is the left response, at 2 the right one.
-    preference = models.CharField(max_length=8, choices=Preference.choices, default="", db_default="", blank=True)
+    # pairwise's preference: its unit's column (surveys.questions.pairwise)
 
     class Meta:
         ordering = ["participant", "sequence"]
@@ -502,81 +477,25 @@ class BlockVisit(models.Model):
                 condition=Q(submitted_at__isnull=True) | Q(shown_at__isnull=False),
                 name="visit_submitted_after_shown",
             ),
-            models.CheckConstraint(condition=Q(preference__in=["", "left", "right", "tie", "both_bad"]),
-                                   name="visit_preference_known"),
-            # Only a block is answered with a preference, and only once it is submitted.
-            models.CheckConstraint(
-                condition=Q(preference="") | (Q(block__isnull=False) & Q(submitted_at__isnull=False)),
-                name="visit_preference_on_submitted_block",
-            ),
         ]
 
 
 class ItemPlacement(models.Model):
-    """Where an item was displayed to a participant, and its rank/choice."""
-
-    class Choice(models.TextChoices):
-        NONE = "", "None"
-        BEST = "best", "Most"
-        WORST = "worst", "Least"
+    """Where an item was displayed to a participant; the per-response answers of ranking (rank) and best-worst
+    (choice) are columns their units add (``surveys.questions``)."""
 
     # The unique constraints below lead with this column, so their index serves
     # lookups and cascades; a separate one would only slow every insert.
     visit = models.ForeignKey(BlockVisit, on_delete=models.CASCADE, related_name="placements", db_index=False)
     item = models.ForeignKey(Item, on_delete=models.PROTECT, related_name="placements")
     position = models.PositiveSmallIntegerField()
-    rank = models.PositiveSmallIntegerField(null=True, blank=True)
-    choice = models.CharField(max_length=5, choices=Choice.choices, default="", blank=True)
 
     class Meta:
         ordering = ["visit", "position"]
         constraints = [
             models.UniqueConstraint(fields=["visit", "position"], name="placement_unique_position"),
             models.UniqueConstraint(fields=["visit", "item"], name="placement_unique_item"),
-            models.UniqueConstraint(fields=["visit", "rank"], name="placement_unique_rank"),
-            models.UniqueConstraint(
-                fields=["visit", "choice"], condition=~Q(choice=""), name="placement_one_best_one_worst"
-            ),
             models.CheckConstraint(condition=Q(position__gte=1), name="placement_position_positive"),
-            models.CheckConstraint(condition=Q(rank__isnull=True) | Q(rank__gte=1), name="placement_rank_positive"),
-            models.CheckConstraint(condition=Q(choice__in=["", "best", "worst"]), name="placement_choice_known"),
-        ]
-
-
-class Rating(models.Model):
-    # The unique constraints below lead with this column, so their index serves
-    # lookups and cascades; a separate one would only slow every insert.
-    placement = models.ForeignKey(ItemPlacement, on_delete=models.CASCADE, related_name="ratings", db_index=False)
-    dimension = models.ForeignKey(Dimension, on_delete=models.PROTECT, related_name="ratings")
-    value = models.SmallIntegerField()
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["placement", "dimension"], name="rating_unique_per_dimension"),
-            # The exact range is per dimension and checked by the services;
-            # no scale in this product goes outside 0..100.
-            models.CheckConstraint(condition=Q(value__gte=0) & Q(value__lte=100), name="rating_value_sane"),
-        ]
-
-
-class FreeTextAnswer(models.Model):
-    participant = models.ForeignKey(Participant, on_delete=models.CASCADE, related_name="free_text_answers")
-    question = models.ForeignKey(FreeTextQuestion, on_delete=models.PROTECT, related_name="answers")
-    visit = models.ForeignKey(
-        BlockVisit, on_delete=models.CASCADE, null=True, blank=True, related_name="free_text_answers"
-    )
-    text = models.TextField()
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(
-                fields=["participant", "question"], condition=Q(visit__isnull=True), name="free_text_answer_once"
-            ),
-            models.UniqueConstraint(
-                fields=["participant", "question", "visit"],
-                condition=Q(visit__isnull=False),
-                name="free_text_answer_once_per_visit",
-            ),
         ]
 
 

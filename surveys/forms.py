@@ -65,7 +65,7 @@ class PageForm(forms.Form):
     @property
     def side_by_side(self) -> bool:
         """A pairwise page shows its two responses next to each other (where the screen is wide enough)."""
-        return any(kind.key == "pairwise" for kind in self.types)
+        return any(kind.side_by_side for kind in self.types)
 
     def _add_attention_field(self) -> None:
         dimension = self.page.dimensions[0]

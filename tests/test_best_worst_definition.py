@@ -75,3 +75,12 @@ def test_the_api_answers_400_with_the_path_and_stores_nothing(most_least_definit
     assert response.status_code == 400
     assert "best_worst: cannot be combined with ranking" in json.dumps(response.json())
     assert Study.objects.count() == before
+
+
+def test_a_study_that_asks_no_judgement_of_the_responses_is_refused(most_least_definition):
+    """Free text alone only comments: a study needs a type whose answers judge the responses (each type says
+    whether its own do, ``QuestionType.judges_responses``), and the problem names the fields that would ask one."""
+    definition = {**most_least_definition, "best_worst": False, "dimensions": [],
+                  "free_text": [{"key": "why", "prompt": "Why?", "per_block": True}]}
+    assert problems_of(definition) == [
+        "dimensions: a study needs at least one of dimensions, ranking, best_worst or pairwise"]

@@ -17,13 +17,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from django.db import models
 from django.db.models import QuerySet
 
-from ..models import Participant, Study, TypedAnswer
+from ..core_models import BlockVisit, Dimension, ItemPlacement, Participant, Study, TypedAnswer
 
 if TYPE_CHECKING:
     from ..page_answers import PageAnswers
-    from ..selectors import VisitPage
     from .controls import Control
 
 
@@ -40,6 +40,19 @@ class StudyDefinition(Protocol):
     letter_labels: bool
 
     def __getattr__(self, name: str) -> Any: ...
+
+
+class VisitPage(Protocol):
+    """What a type reads of a block or attention-check page (``surveys.selectors.VisitPage``)."""
+
+    visit: BlockVisit
+    placements: list[ItemPlacement]
+    dimensions: list[Dimension]
+    study: Study
+    free_text_questions: list[Any]
+
+    @property
+    def is_check(self) -> bool: ...
 
 
 class PageForm(Protocol):
@@ -85,6 +98,32 @@ class AnswerFile:
 
 
 @dataclass(frozen=True)
+class AnswerColumns:
+    """Columns in which a type keeps its answers on rows that every block page writes anyway (an
+    ``ItemPlacement`` per response shown, the page's ``BlockVisit``), with their constraints: ranking's rank
+    and best-worst's choice per response, pairwise's preference per page.
+
+    ``surveys.models`` puts them on the model while the app loads (``answer_storage_install``), so the model,
+    its migrations and every query see them as the model's own. A type with answers of another shape
+    declares a model in its own module instead (rating's ``Rating``), or stores ``TypedAnswer`` rows.
+    """
+
+    model: type[models.Model]
+    fields: dict[str, models.Field]
+    constraints: tuple[models.BaseConstraint, ...] = ()
+
+    def install(self) -> None:
+        for name, field in self.fields.items():
+            # A model lists its fields in their creation order: numbered now, the columns follow the model's
+            # own in the types' registration order, as the tables have them, whatever module was read first.
+            field.creation_counter = models.Field.creation_counter
+            models.Field.creation_counter += 1
+            self.model.add_to_class(name, field)
+        # In place: the model's options keep this same list as the Meta's original (what migrations read).
+        self.model._meta.constraints.extend(self.constraints)
+
+
+@dataclass(frozen=True)
 class Part:
     """A type's questions below the response cards: the partial that renders them and their controls."""
 
@@ -106,6 +145,13 @@ class QuestionType:
     template: str = ""
     #: Answer exports (``analysis.exporting.exports.EXPORTS`` names) that a study asking this type gets.
     exports: tuple[str, ...] = ()
+    #: Its answers judge the responses shown (a study asks at least one such type); free text only comments.
+    judges_responses: bool = True
+    #: Its page shows the responses next to each other, where the screen is wide enough (pairwise).
+    side_by_side: bool = False
+    #: Where the type keeps its answers, when on rows the page writes anyway (columns added to their models); a
+    #: type with a model of its own declares it in its module, one without either stores ``TypedAnswer`` rows.
+    answer_columns: tuple[AnswerColumns, ...] = ()
     #: The answer files among them that the type writes (free_text.csv, choices.csv, ratings.csv ...).
     answer_files: tuple[AnswerFile, ...] = ()
     #: The answer files this type brings: file name -> its columns, in order.

@@ -6,12 +6,13 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from django import forms
-from django.db.models import QuerySet
+from django.db import models
+from django.db.models import Q, QuerySet
 from django.utils.translation import gettext as _
 
+from ..core_models import ItemPlacement, Study
 from ..definition_parts import facing
-from ..models import ItemPlacement, Study
-from .base import AnswerFile, QuestionType
+from .base import AnswerColumns, AnswerFile, QuestionType
 from .controls import Control, entered_value, field_error, letter_label, radio_options, response_title
 
 CHOICES_FILE = "choices.csv"
@@ -25,9 +26,30 @@ _CODEBOOK = {
     "choice": ("what the participant chose this response as", "text", "most, least"),
 }
 
+
+
+class Choice(models.TextChoices):
+    """What a response was chosen as, stored on its placement (``ItemPlacement.choice``)."""
+
+    NONE = "", "None"
+    BEST = "best", "Most"
+    WORST = "worst", "Least"
+
+
+#: The choice of each response shown, on its placement; at most one most and one least per page.
+CHOICE_COLUMN = AnswerColumns(
+    ItemPlacement,
+    {"choice": models.CharField(max_length=5, choices=Choice.choices, default="", blank=True)},
+    constraints=(
+        models.UniqueConstraint(fields=["visit", "choice"], condition=~Q(choice=""),
+                                name="placement_one_best_one_worst"),
+        models.CheckConstraint(condition=Q(choice__in=Choice.values), name="placement_choice_known"),
+    ),
+)
+
 FIELDS = ("most", "least")
 # The stored choice of each field.
-_STORED = {"most": ItemPlacement.Choice.BEST, "least": ItemPlacement.Choice.WORST}
+_STORED = {"most": Choice.BEST, "least": Choice.WORST}
 #: The stored best/worst choice as choices.csv names it (the words the participant read).
 CHOICE_NAMES = {stored: field for field, stored in _STORED.items()}
 
@@ -38,7 +60,7 @@ def choice_rows(participant_ids: QuerySet) -> QuerySet:
     block as shown, by display position."""
     return (
         ItemPlacement.objects.filter(visit__participant_id__in=participant_ids,
-                                     choice__in=[ItemPlacement.Choice.BEST, ItemPlacement.Choice.WORST])
+                                     choice__in=[Choice.BEST, Choice.WORST])
         .order_by("visit__participant_id", "visit__sequence", "position")
         .values_list("visit__participant__pseudonym", "item__block__key", "item__block__scenario__key", "item__key",
                      "item__system__name", "item__condition__name", "item__source_label", "position", "choice")
@@ -60,6 +82,7 @@ class BestWorstType(QuestionType):
     answer_files = (AnswerFile("choices", CHOICES_FILE,
                                "most and least choices of retained participants (best-worst studies)"),)
     definition_fields = {"best_worst": (bool, facing(False))}
+    answer_columns = (CHOICE_COLUMN,)
     export_columns = {CHOICES_FILE: CHOICE_EXPORT_COLUMNS}
     codebook = {CHOICES_FILE: _CODEBOOK}
 

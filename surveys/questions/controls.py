@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from django import forms
 from django.utils.translation import gettext as _
 
-from ..models import Dimension
+from ..core_models import Dimension
 
 
 @dataclass

@@ -10,11 +10,13 @@ import re
 from typing import Any
 
 from django import forms
-from django.db.models import F, QuerySet
+from django.db import models
+from django.db.models import F, Q, QuerySet
 from pydantic import Field
 
+from .. import limits
+from ..core_models import BlockVisit, Participant, Study
 from ..definition_parts import Key, NonEmpty, Strict, facing
-from ..models import FreeTextAnswer, FreeTextQuestion
 from .base import AnswerFile, QuestionType
 from .controls import Control, entered_value, field_error, free_text_messages
 
@@ -34,6 +36,51 @@ _CODEBOOK = {
 }
 
 
+class FreeTextQuestion(models.Model):
+    """One of the study's written questions, asked on every block (``per_block``) or once at the end."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="free_text_questions")
+    key = models.CharField(max_length=limits.KEY)
+    prompt = models.TextField()
+    max_length = models.PositiveIntegerField(default=1000)
+    required = models.BooleanField(default=False)
+    # Asked under every block (e.g. "why did you choose these?") or once at the end.
+    per_block = models.BooleanField(default=False)
+    order = models.PositiveSmallIntegerField(default=0)
+
+    class Meta:
+        ordering = ["order", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["study", "key"], name="free_text_unique_key"),
+            models.CheckConstraint(
+                condition=Q(max_length__gte=1) & Q(max_length__lte=10000), name="free_text_max_length_range"
+            ),
+        ]
+
+
+class FreeTextAnswer(models.Model):
+    """A participant's written answer to one question: on one block page (``visit``), or once (no visit)."""
+
+    participant = models.ForeignKey(Participant, on_delete=models.CASCADE, related_name="free_text_answers")
+    question = models.ForeignKey(FreeTextQuestion, on_delete=models.PROTECT, related_name="answers")
+    visit = models.ForeignKey(
+        BlockVisit, on_delete=models.CASCADE, null=True, blank=True, related_name="free_text_answers"
+    )
+    text = models.TextField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["participant", "question"], condition=Q(visit__isnull=True), name="free_text_answer_once"
+            ),
+            models.UniqueConstraint(
+                fields=["participant", "question", "visit"],
+                condition=Q(visit__isnull=False),
+                name="free_text_answer_once_per_visit",
+            ),
+        ]
+
+
 class FreeTextDef(Strict):
     key: Key
     prompt: NonEmpty
@@ -48,6 +95,7 @@ def field_name(key: str) -> str:
 
 class FreeTextType(QuestionType):
     key = "free_text"
+    judges_responses = False  # a comment or a reason beside the judgements
     template = "surveys/questions/free_text.html"
     exports = ("free-text",)
     answer_files = (AnswerFile("free-text", FREE_TEXT_FILE, "written answers of retained participants"),)

@@ -1,6 +1,6 @@
 """Pairwise preference, as Chatbot Arena and ACUTE-Eval ask it: two responses side by side, which is better.
 
-The answer is one of four (``BlockVisit.Preference``): the left response (display
+The answer is one of four (``Preference``, stored on the page's visit): the left response (display
 position 1), the right one (position 2), a tie, or both bad. A reason is a
 per-block free-text question of the study (``free_text`` with ``per_block``).
 """
@@ -10,15 +10,40 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
+from django.db import models
+from django.db.models import Q
 from django.utils.translation import gettext as _
 
+from ..core_models import BlockVisit
 from ..definition_parts import facing
-from ..models import BlockVisit
-from .base import AnswerFile, QuestionType
+from .base import AnswerColumns, AnswerFile, QuestionType
 from .controls import Control, entered_value, field_error, radio_options, response_title
 
 FIELD = "preference"
-Preference = BlockVisit.Preference
+
+
+class Preference(models.TextChoices):
+    LEFT = "left"
+    RIGHT = "right"
+    TIE = "tie"
+    BOTH_BAD = "both_bad"
+
+
+#: A pairwise page's answer, on its visit; the placement at position 1 is the left response, at 2 the right one.
+PREFERENCE_COLUMN = AnswerColumns(
+    BlockVisit,
+    {"preference": models.CharField(max_length=8, choices=Preference.choices, default="", db_default="",
+                                    blank=True)},
+    constraints=(
+        models.CheckConstraint(condition=Q(preference__in=["", *Preference.values]),
+                               name="visit_preference_known"),
+        # Only a block is answered with a preference, and only once it is submitted.
+        models.CheckConstraint(
+            condition=Q(preference="") | (Q(block__isnull=False) & Q(submitted_at__isnull=False)),
+            name="visit_preference_on_submitted_block",
+        ),
+    ),
+)
 
 PAIRWISE_FILE = "pairwise.csv"
 PAIRWISE_COLUMNS = [
@@ -44,6 +69,8 @@ class PairwiseType(QuestionType):
     key = "pairwise"
     template = "surveys/questions/pairwise.html"
     exports = ("pairwise",)
+    answer_columns = (PREFERENCE_COLUMN,)
+    side_by_side = True
     # The rows of the analyses' pairwise frame, so seconds_on_block is the analyses' (as in ratings.csv).
     answer_files = (AnswerFile("pairwise", PAIRWISE_FILE, "pairwise preferences (left, right, tie, both bad) of "
                                "retained participants (pairwise studies)", frame="pairwise"),)

@@ -8,11 +8,13 @@ from collections import Counter
 from typing import Any
 
 from django import forms
+from django.db import models
+from django.db.models import Q
 from django.utils.translation import gettext as _
 
+from ..core_models import ItemPlacement
 from ..definition_parts import facing
-from ..models import ItemPlacement
-from .base import QuestionType
+from .base import AnswerColumns, QuestionType
 from .controls import Control, Option, entered_value, field_error, response_name
 from .rating import RATINGS_FILE
 
@@ -28,6 +30,17 @@ _CODEBOOK = {RATINGS_FILE: {
 }}
 
 
+#: The rank given to each response shown, on its placement (1 = most <construct>); the ranks of a page differ.
+RANK_COLUMN = AnswerColumns(
+    ItemPlacement,
+    {"rank": models.PositiveSmallIntegerField(null=True, blank=True)},
+    constraints=(
+        models.UniqueConstraint(fields=["visit", "rank"], name="placement_unique_rank"),
+        models.CheckConstraint(condition=Q(rank__isnull=True) | Q(rank__gte=1), name="placement_rank_positive"),
+    ),
+)
+
+
 def field_name(placement_id: int) -> str:
     return f"rank-{placement_id}"
 
@@ -37,6 +50,7 @@ class RankingType(QuestionType):
     template = "surveys/questions/ranking.html"
     exports = ("ratings",)  # rank and rank_changed are columns of ratings.csv
     definition_fields = {"ranking": (bool, facing(False))}
+    answer_columns = (RANK_COLUMN,)
     codebook = _CODEBOOK
 
     def declared(self, definition) -> bool:

@@ -6,11 +6,13 @@ import re
 from typing import Any
 
 from django import forms
+from django.db import models
+from django.db.models import Q
 from django.utils.translation import gettext as _
 from pydantic import Field, model_validator
 
+from ..core_models import Dimension, ItemPlacement
 from ..definition_parts import DimensionLabel, Key, Strict, Text, facing
-from ..models import Rating
 from .base import AnswerFile, QuestionType
 from .controls import Control, entered_value, field_error, radio_options, scale_label
 
@@ -31,6 +33,24 @@ _CODEBOOK = {
     "dimension": ("rating dimension (key of the rating scale); present only when the study rates more than one "
                   "dimension", "text", "the study's dimension keys"),
 }
+
+
+class Rating(models.Model):
+    """A response's rating on one of the study's dimensions (the rating type's answers: its own model)."""
+
+    # The unique constraints below lead with this column, so their index serves
+    # lookups and cascades; a separate one would only slow every insert.
+    placement = models.ForeignKey(ItemPlacement, on_delete=models.CASCADE, related_name="ratings", db_index=False)
+    dimension = models.ForeignKey(Dimension, on_delete=models.PROTECT, related_name="ratings")
+    value = models.SmallIntegerField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["placement", "dimension"], name="rating_unique_per_dimension"),
+            # The exact range is per dimension and checked by the services;
+            # no scale in this product goes outside 0..100.
+            models.CheckConstraint(condition=Q(value__gte=0) & Q(value__lte=100), name="rating_value_sane"),
+        ]
 
 
 class DimensionDef(Strict):
