@@ -451,8 +451,9 @@ class BlockVisit(models.Model):
     participant = models.ForeignKey(Participant, on_delete=models.CASCADE, related_name="visits", db_index=False)
     sequence = models.PositiveIntegerField()
     block = models.ForeignKey(Block, on_delete=models.PROTECT, null=True, blank=True, related_name="visits")
+    # Indexed only where set (Meta.indexes): most pages are blocks, and the entry writes 20 of them at once.
     attention_check = models.ForeignKey(
-        AttentionCheck, on_delete=models.PROTECT, null=True, blank=True, related_name="visits"
+        AttentionCheck, on_delete=models.PROTECT, null=True, blank=True, related_name="visits", db_index=False
     )
     shown_at = models.DateTimeField(null=True, blank=True)
     submitted_at = models.DateTimeField(null=True, blank=True)
@@ -462,6 +463,8 @@ class BlockVisit(models.Model):
 
     class Meta:
         ordering = ["participant", "sequence"]
+        indexes = [models.Index(fields=["attention_check"], condition=Q(attention_check__isnull=False),
+                                name="visit_by_attention_check")]
         constraints = [
             models.UniqueConstraint(fields=["participant", "sequence"], name="visit_unique_sequence"),
             models.UniqueConstraint(

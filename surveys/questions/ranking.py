@@ -35,7 +35,9 @@ RANK_COLUMN = AnswerColumns(
     ItemPlacement,
     {"rank": models.PositiveSmallIntegerField(null=True, blank=True)},
     constraints=(
-        models.UniqueConstraint(fields=["visit", "rank"], name="placement_unique_rank"),
+        # Partial: a placement is written unranked at entry, and so adds nothing to this index until it is ranked.
+        models.UniqueConstraint(fields=["visit", "rank"], condition=Q(rank__isnull=False),
+                                name="placement_unique_rank"),
         models.CheckConstraint(condition=Q(rank__isnull=True) | Q(rank__gte=1), name="placement_rank_positive"),
     ),
 )
