@@ -27,6 +27,7 @@ from .models import (
     Participant,
     Study,
 )
+from .prepared_queries import PreparedQuery
 from .study_content import study_content_get
 
 
@@ -162,14 +163,12 @@ def _visit_summaries(rows: list[list] | None) -> list[VisitSummary]:
     return out
 
 
-def participant_flow_get(*, participant_id: int, slug: str) -> ParticipantState | None:
-    """The participant of study ``slug`` with their study, their sequence and the draft of their current block
-    or check page, in one query; None when there is no such participant in that study."""
+def _participant_flow_queryset(*, participant_id: int, slug: str):
     # Drafts of submitted pages are deleted with the submit, so an open page's draft is the current one's.
     open_drafts = Draft.objects.filter(
         participant=OuterRef("pk"), visit__isnull=False, visit__submitted_at__isnull=True
     ).order_by("visit__sequence")
-    participant = (
+    return (
         Participant.objects.select_related("study")
         .filter(pk=participant_id, study__slug=slug)
         .annotate(
@@ -177,10 +176,20 @@ def participant_flow_get(*, participant_id: int, slug: str) -> ParticipantState 
             draft_visit_id=Subquery(open_drafts.values("visit_id")[:1]),
             draft_fields=Subquery(open_drafts.values("fields")[:1], output_field=JSONField()),
         )
-        .first()
     )
-    if participant is None:
+
+
+# Every request of a participant reads it: compiled once per process (surveys.prepared_queries).
+_participant_flow = PreparedQuery(_participant_flow_queryset, participant_id=int, slug=str)
+
+
+def participant_flow_get(*, participant_id: int, slug: str) -> ParticipantState | None:
+    """The participant of study ``slug`` with their study, their sequence and the draft of their current block
+    or check page, in one query; None when there is no such participant in that study."""
+    found = _participant_flow.run(participant_id=participant_id, slug=slug)
+    if not found:
         return None
+    participant = found[0]
     state = _state(participant, _visit_summaries(participant.visit_rows))
     if participant.draft_visit_id is not None and participant.draft_visit_id == state.current_visit_id:
         state.draft = participant.draft_fields or {}
@@ -209,17 +218,22 @@ def _progress(visits: list[VisitSummary], current: VisitSummary | None) -> Progr
     return Progress(number, len(blocks), done, len(visits))
 
 
+# Every block GET and POST reads them: compiled once per process (surveys.prepared_queries).
+_block_page_placements = PreparedQuery(
+    lambda visit_id: ItemPlacement.objects.filter(visit_id=visit_id)
+    .select_related("item", "visit__block__scenario", "visit__attention_check")
+    .order_by("position"),
+    visit_id=int,
+)
+
+
 def visit_page_get(*, visit_id: int, study: Study, is_block: bool | None = None) -> VisitPage:
     """The page of one visit, in one query when ``is_block`` is known (a block's placements bring their visit
     along); the study's dimensions and questions come from the process's copy."""
     content = study_content_get(study=study)
     dimensions = list(content.dimensions)
     if is_block is not False:
-        placements = list(
-            ItemPlacement.objects.filter(visit_id=visit_id)
-            .select_related("item", "visit__block__scenario", "visit__attention_check")
-            .order_by("position")
-        )
+        placements = _block_page_placements.run(visit_id=visit_id)
         if placements:
             visit = placements[0].visit
             for placement in placements:
