@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django import forms
+from django.utils.functional import cached_property
 from django.core.exceptions import NON_FIELD_ERRORS
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
@@ -97,7 +98,10 @@ class PageForm(forms.Form):
 
     # --- what the template renders ---------------------------------------------------
 
+    @cached_property
     def cards(self) -> list[ResponseCard]:
+        """The response cards with their rating controls, built once per form: the page draws them, the
+        ranking's rows and the error summary read them again. Read after validation (their errors)."""
         return [
             ResponseCard(
                 number=placement.position,
@@ -135,7 +139,7 @@ class PageForm(forms.Form):
             controls = [self.attention_control()]
         else:
             # The ratings sit in the response cards, every other type's questions below them: page order.
-            controls = [c for card in self.cards() for c in card.ratings]
+            controls = [c for card in self.cards for c in card.ratings]
             controls += [c for kind in self.types for c in kind.controls(self)]
         out = [("page-form", message) for message in self.non_field_errors()]
         for control in controls:

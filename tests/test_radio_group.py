@@ -1,4 +1,4 @@
-"""The radio group of the participant pages (surveys/templatetags/survey_controls.py), drawn in Python since
+"""The repeated controls of the participant pages (surveys/templatetags/survey_controls.py), drawn in Python
 issue 31: the markup, written out here by hand, with the participant's choice, an error, and text to escape."""
 
 from django.template import Context, Template
@@ -47,3 +47,13 @@ def test_the_tag_in_a_template():
     rendered = Template("{% load survey_controls %}{% radio_group control %}").render(Context({"control": _control()}))
     assert rendered == str(radio_group(_control()))
     assert "&lt;b&gt;" in rendered and "<b>" not in rendered
+
+
+def test_a_selects_options_with_the_choice_made():
+    from surveys.templatetags.survey_controls import select_options
+
+    control = Control(name="rank", label="", options=[Option(value="", label="–"), Option(value="1", label="1 <&>"),
+                                                       Option(value="2", label="2", selected=True)])
+    assert str(select_options(control)) == (
+        '<option value="">–</option><option value="1">1 &lt;&amp;&gt;</option><option value="2" selected>2</option>'
+    )

@@ -70,6 +70,7 @@ class PageForm(Protocol):
 
     def add_error(self, field: str | None, error: Any) -> None: ...
 
+    @property
     def cards(self) -> list[Any]: ...
 
 
@@ -134,7 +135,7 @@ class Part:
     @property
     def per_response(self) -> list[tuple[Any, "Control"]]:
         """(card, control) pairs, for a type with one control per response (ranking)."""
-        return list(zip(self.form.cards(), self.controls))
+        return list(zip(self.form.cards, self.controls))
 
 
 class QuestionType:
