@@ -1,4 +1,4 @@
-"""The repeated controls of the participant pages (surveys/templatetags/survey_controls.py), drawn in Python
+"""The repeated controls of the participant pages (surveys/templatetags/survey_controls.py), drawn in Python since
 issue 31: the markup, written out here by hand, with the participant's choice, an error, and text to escape."""
 
 from django.template import Context, Template
