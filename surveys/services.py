@@ -13,6 +13,7 @@ import random
 import secrets
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import Enum
 
 from django.db import IntegrityError, transaction
@@ -39,6 +40,7 @@ from .models import (
 # StudyClosed and StudyFull are raised by participant_enroll; they live with the places they guard.
 from .page_answers import PageAnswers
 from .places import StudyClosed, StudyFull, hold_limit, place_confirm, study_is_full  # noqa: F401
+from .prepared_queries import PreparedUpdate
 from .pseudonyms import pseudonym_for
 from .questions import QUESTION_TYPES
 from .selectors import VisitPage, visit_page_get
@@ -283,9 +285,47 @@ def participant_instructions_confirm(*, participant_id: int) -> None:
     Participant.objects.filter(pk=participant_id).update(instructions_seen=True, last_seen_at=clock.now())
 
 
+_first_shown = PreparedUpdate(
+    lambda visit_id, now: (BlockVisit.objects.filter(pk=visit_id, shown_at__isnull=True), {"shown_at": now}),
+    visit_id=int,
+    now=datetime,
+)
+
+
 def visit_mark_shown(*, visit_id: int) -> None:
     """Record the server time the page was first shown (a refresh keeps it)."""
-    BlockVisit.objects.filter(pk=visit_id, shown_at__isnull=True).update(shown_at=clock.now())
+    _first_shown.run(visit_id=visit_id, now=clock.now())
+
+
+# The two updates every answer POST makes (before its answers), compiled once per process (surveys.prepared_queries).
+_in_progress_seen = PreparedUpdate(
+    lambda participant_id, now: (
+        Participant.objects.filter(pk=participant_id, status=Participant.Status.IN_PROGRESS),
+        {"last_seen_at": now},
+    ),
+    participant_id=int,
+    now=datetime,
+)
+
+
+def _current_page(visit_id: int, participant_id: int):
+    earlier_open = BlockVisit.objects.filter(
+        participant_id=participant_id, submitted_at__isnull=True, sequence__lt=OuterRef("sequence")
+    )
+    return BlockVisit.objects.filter(pk=visit_id, participant_id=participant_id, submitted_at__isnull=True).exclude(
+        Exists(earlier_open)
+    )
+
+
+_current_page_submitted = PreparedUpdate(
+    lambda visit_id, participant_id, now: (
+        _current_page(visit_id, participant_id),
+        {"submitted_at": now, "shown_at": Coalesce("shown_at", Value(now))},
+    ),
+    visit_id=int,
+    participant_id=int,
+    now=datetime,
+)
 
 
 @transaction.atomic
@@ -301,22 +341,12 @@ def block_answer_submit(
     # The participant's row is locked first, by the update of their last sighting: two tabs posting the same
     # page, or a draft arriving (surveys.drafts takes the same lock), queue here until this commits.
     # Locking the study would queue everyone.
-    if not Participant.objects.filter(pk=participant_id, status=Participant.Status.IN_PROGRESS).update(
-        last_seen_at=now
-    ):
+    if not _in_progress_seen.run(participant_id=participant_id, now=now):
         return SubmitOutcome.NOT_CURRENT
     # Only the current page is accepted: not yet submitted, and no page before it still open. Marked submitted
     # first (one transaction: a rejected answer undoes it), as the database allows a pairwise preference only on
     # a submitted block.
-    earlier_open = BlockVisit.objects.filter(
-        participant_id=participant_id, submitted_at__isnull=True, sequence__lt=OuterRef("sequence")
-    )
-    marked = (
-        BlockVisit.objects.filter(pk=visit_id, participant_id=participant_id, submitted_at__isnull=True)
-        .exclude(Exists(earlier_open))
-        .update(submitted_at=now, shown_at=Coalesce("shown_at", Value(now)))
-    )
-    if not marked:
+    if not _current_page_submitted.run(visit_id=visit_id, participant_id=participant_id, now=now):
         submitted = BlockVisit.objects.filter(pk=visit_id, participant_id=participant_id, submitted_at__isnull=False)
         return SubmitOutcome.ALREADY_SAVED if submitted.exists() else SubmitOutcome.NOT_CURRENT
     if page is None:

@@ -1,18 +1,22 @@
-"""A prepared query (surveys.prepared_queries) returns what its queryset returns, for each set of values, and
-refuses a queryset whose values do not reach the SQL as plain parameters. Run on SQLite and on PostgreSQL.
+"""A prepared query (surveys.prepared_queries) returns what its queryset returns, and a prepared update writes
+what ``update()`` writes, for each set of values; a queryset whose values do not reach the SQL as plain
+parameters is refused. Run on SQLite and on PostgreSQL.
 
 The participant flow and the block page's placements, which use it, are compared here with the ORM's own
 reading of the same rows: every field, the objects brought along by ``select_related`` and the annotations.
 """
 
+from datetime import datetime, timedelta, timezone
+
 import pytest
 from django.db import connection
-from django.db.models import Count
+from django.db.models import Case, Count, IntegerField, Value, When
+from django.db.models.functions import Coalesce
 from django.test.utils import CaptureQueriesContext
 
 from surveys import selectors
 from surveys.models import BlockVisit, ItemPlacement, Participant
-from surveys.prepared_queries import PreparationError, PreparedQuery
+from surveys.prepared_queries import PreparationError, PreparedQuery, PreparedUpdate
 
 
 def _fields(instance) -> dict:
@@ -104,3 +108,53 @@ def test_participant_flow_and_block_page_read_what_the_orm_reads(filled):
             assert _fields(page.visit) == _fields(visit)
             assert _fields(page.visit.block.scenario) == _fields(visit.block.scenario)
     assert selectors.participant_flow_get(participant_id=participant.pk, slug="not-" + filled.slug) is None
+
+
+def _seen_update():
+    return PreparedUpdate(
+        lambda participant_id, status, now: (
+            Participant.objects.filter(pk=participant_id, status=status),
+            {"last_seen_at": now, "started_at": Coalesce("started_at", Value(now))},
+        ),
+        participant_id=int, status=str, now=datetime,
+    )
+
+
+def test_an_update_writes_what_the_orm_writes_and_counts_the_rows(filled):
+    first, second = Participant.objects.filter(study=filled, status="completed").order_by("pk")[:2]
+    now = datetime(2026, 11, 29, 16, 40, 12, 345678, tzinfo=timezone.utc)
+    prepared = _seen_update()
+    assert prepared.run(participant_id=first.pk, status="completed", now=now) == 1
+    Participant.objects.filter(pk=second.pk, status="completed").update(
+        last_seen_at=now, started_at=Coalesce("started_at", Value(now)))
+    assert Participant.objects.get(pk=first.pk).last_seen_at == now == Participant.objects.get(pk=second.pk).last_seen_at
+    assert Participant.objects.get(pk=first.pk).started_at == first.started_at  # Coalesce kept the value there
+    assert prepared.run(participant_id=first.pk, status="in_progress", now=now) == 0
+    assert prepared.run(participant_id=second.pk, status="completed", now=now + timedelta(seconds=1)) == 1
+    assert Participant.objects.get(pk=second.pk).last_seen_at == now + timedelta(seconds=1)
+    assert Participant.objects.get(pk=first.pk).last_seen_at == now
+
+
+def test_a_list_value_is_compiled_once_per_length(filled):
+    placements = list(ItemPlacement.objects.filter(visit__participant__study=filled).order_by("pk")[:5])
+    prepared = PreparedUpdate(
+        lambda ids, ranks: (
+            ItemPlacement.objects.filter(pk__in=ids),
+            {"rank": Case(*(When(pk=i, then=Value(r)) for i, r in zip(ids, ranks)), output_field=IntegerField())},
+        ),
+        ids=list, ranks=list,
+    )
+    before = [p.pk for p in placements]
+    assert prepared.run(ids=before[:2], ranks=[101, 102]) == 2
+    assert prepared.run(ids=before[2:5], ranks=[103, 104, 105]) == 3
+    after = dict(ItemPlacement.objects.filter(pk__in=before).values_list("pk", "rank"))
+    assert after == {p.pk: 101 + n for n, p in enumerate(placements)}
+    assert len(prepared._compiled) == 2
+
+
+@pytest.mark.django_db
+def test_an_ordered_or_sliced_update_is_refused():
+    prepared = PreparedUpdate(lambda pk: (Participant.objects.filter(pk=pk).order_by("pk"), {"external_id": "x"}),
+                              pk=int)
+    with pytest.raises(PreparationError, match="ordered"):
+        prepared.run(pk=1)

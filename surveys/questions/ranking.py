@@ -9,11 +9,13 @@ from typing import Any
 
 from django import forms
 from django.db import models
-from django.db.models import Q
+from django.db.models import Case, Q, Value, When
+from django.db.models.functions import Cast
 from django.utils.translation import gettext as _
 
 from ..core_models import ItemPlacement
 from ..definition_parts import facing
+from ..prepared_queries import PreparedUpdate
 from .base import AnswerColumns, QuestionType
 from .controls import Control, Option, entered_value, field_error, response_name
 from .rating import RATINGS_FILE
@@ -41,6 +43,17 @@ RANK_COLUMN = AnswerColumns(
         models.CheckConstraint(condition=Q(rank__isnull=True) | Q(rank__gte=1), name="placement_rank_positive"),
     ),
 )
+
+
+def _ranks_update(placement_ids: list[int], ranks: list[int]):
+    """One statement for a page's ranks, as ``bulk_update`` writes them (a CASE on the placement's id)."""
+    field = ItemPlacement._meta.get_field("rank")
+    by_placement = Case(*(When(pk=pk, then=Value(rank)) for pk, rank in zip(placement_ids, ranks)), output_field=field)
+    return ItemPlacement.objects.filter(pk__in=placement_ids), {"rank": Cast(by_placement, output_field=field)}
+
+
+# Compiled once per process and number of responses on a page (surveys.prepared_queries).
+_ranks_write = PreparedUpdate(_ranks_update, placement_ids=list, ranks=list)
 
 
 def field_name(placement_id: int) -> str:
@@ -128,9 +141,10 @@ class RankingType(QuestionType):
         return None
 
     def save(self, page, participant, answers) -> None:
+        ranks = self.answer(answers)
         for placement in page.placements:
-            placement.rank = self.answer(answers)[placement.pk]
-        ItemPlacement.objects.bulk_update(page.placements, ["rank"])
+            placement.rank = ranks[placement.pk]
+        _ranks_write.run(placement_ids=[p.pk for p in page.placements], ranks=[p.rank for p in page.placements])
 
 
 def script_texts() -> str:
