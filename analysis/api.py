@@ -31,7 +31,7 @@ from web.signals import announce_action
 from web.throttles import UserRateThrottle
 
 from . import frames, selectors
-from .exporting import exports
+from .exporting import exports, slots
 from .running import runs
 from .imports import importers
 from .models import AnalysisRun, ResultTable
@@ -185,11 +185,17 @@ class CSVRenderer(BaseRenderer):
         return json.dumps(data).encode() if data is not None else b""
 
 
-def _streamed_csv(header: list[str], batches: Iterator[exports.Batch], filename: str) -> StreamingHttpResponse:
-    response = StreamingHttpResponse(exports.csv_batch_bytes(itertools.chain([[header]], batches)),
-                                     content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="{filename}"'
-    return response
+def _csv_bytes(header: list[str], batches: Iterator[exports.Batch]) -> Iterator[bytes]:
+    return exports.csv_batch_bytes(itertools.chain([[header]], batches))
+
+
+class ExportsBusy(APIException):
+    """Every export slot of the server's machine is taken (analysis.exporting.slots)."""
+
+    status_code = 503
+    default_detail = "Another export is being prepared on this server. Try again in a few seconds."
+    default_code = "exports_busy"
+    wait = slots.RETRY_AFTER_SECONDS  # DRF sends it as Retry-After
 
 
 # The renderers a CSV download negotiates (DRF's ?format= override).
@@ -205,19 +211,25 @@ def _export_response(request: Request, slug: str, name: str) -> StreamingHttpRes
         raise ValidationError({"format": [f"Use one of: {', '.join(_DOWNLOAD_FORMATS)}."]})
     try:
         run = exports.export_run(study=study)
-        # export_csv raises ExportUnavailable before any byte is sent.
-        response = _streamed_csv(*exports.export_csv(run=run, what=name), exports.EXPORTS[name].filename)
+        # export_csv raises ExportUnavailable before any byte is sent; ExportsBusy comes before it does any work.
+        content = slots.streamed_in_slot(lambda: _csv_bytes(*exports.export_csv(run=run, what=name)))
+        response = StreamingHttpResponse(content, content_type="text/csv; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="{exports.EXPORTS[name].filename}"'
         announce_action(actor=request.user, study=study,
                         action="export.identifiers" if name == "identifiers" else "export.download",
                         object=exports.EXPORTS[name].filename, detail=f"run {run.pk}, API", request=request)
         return response
+    except slots.ExportsBusy:
+        raise ExportsBusy() from None
     except exports.ExportUnavailable as exc:
         raise NotFound(str(exc)) from None
 
 
 _CSV_RESPONSES = {(200, "text/csv"): OpenApiResponse(OpenApiTypes.STR, description="CSV, streamed"),
                   400: OpenApiResponse(OpenApiTypes.OBJECT, description="a bad format: field -> list of messages"),
-                  404: OpenApiResponse(ErrorSerializer, description="no such study or export, or no finished run")}
+                  404: OpenApiResponse(ErrorSerializer, description="no such study or export, or no finished run"),
+                  503: OpenApiResponse(ErrorSerializer, description="another export is being prepared on this "
+                                       "server: try again after the Retry-After seconds")}
 
 
 class Coverage(APIView):

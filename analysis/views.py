@@ -24,7 +24,7 @@ from web.security import chart_page_csp
 from web.signals import announce_action
 
 from . import charts, registry, selectors
-from .exporting import exports
+from .exporting import exports, slots
 from .running import runs
 from .automatic_metrics import metrics_run
 from .imports import importers
@@ -212,10 +212,21 @@ def _csv_response(request: HttpRequest, lines, filename: str) -> StreamingHttpRe
 
 def _csv_batches_response(request: HttpRequest, batches, filename: str) -> StreamingHttpResponse:
     """``_csv_response`` of rows given in batches (``exports.export_csv``)."""
-    excel = request.GET.get("excel") == "1"
-    response = StreamingHttpResponse(exports.csv_batch_bytes(batches, excel=excel),
-                                     content_type="text/csv; charset=utf-8")
+    return _attachment(exports.csv_batch_bytes(batches, excel=request.GET.get("excel") == "1"),
+                       "text/csv; charset=utf-8", filename)
+
+
+def _attachment(content, content_type: str, filename: str) -> StreamingHttpResponse:
+    response = StreamingHttpResponse(content, content_type=content_type)
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
+
+
+def _exports_busy(request: HttpRequest, study) -> HttpResponse:
+    """Every export slot of the machine is taken (analysis.exporting.slots): try again in a few seconds."""
+    response = render(request, "researcher/exports_busy.html",
+                      {"study": study, "seconds": slots.RETRY_AFTER_SECONDS}, status=503)
+    response["Retry-After"] = str(slots.RETRY_AFTER_SECONDS)
     return response
 
 
@@ -237,13 +248,21 @@ def export_download(request: HttpRequest, slug: str, name: str) -> HttpResponse:
         raise Http404("No such export")
     if name == "identifiers" and request.GET.get("confirm") != "1":
         return redirect("researcher:exports", slug=study.slug)
+    excel = request.GET.get("excel") == "1"
     try:
         run = exports.export_run(study=study)
-        header, batches = exports.export_csv(run=run, what=name)
+        content = slots.streamed_in_slot(lambda: _export_bytes(run, name, excel=excel))
+    except slots.ExportsBusy:
+        return _exports_busy(request, study)
     except exports.ExportUnavailable as exc:
         return render(request, "researcher/export_unavailable.html", {"study": study, "reason": str(exc)}, status=404)
     _announce_download(request, study, exports.EXPORTS[name].filename, run=run)
-    return _csv_batches_response(request, itertools.chain([[header]], batches), exports.EXPORTS[name].filename)
+    return _attachment(content, "text/csv; charset=utf-8", exports.EXPORTS[name].filename)
+
+
+def _export_bytes(run, name: str, *, excel: bool):
+    header, batches = exports.export_csv(run=run, what=name)
+    return exports.csv_batch_bytes(itertools.chain([[header]], batches), excel=excel)
 
 
 @login_required
@@ -260,13 +279,14 @@ def export_everything(request: HttpRequest, slug: str) -> HttpResponse:
     study = require(request.user, slug, Capability.EXPORT, request=request)
     try:
         run = exports.export_run(study=study)
+        content = slots.streamed_in_slot(lambda: exports.everything_zip(run=run))
+    except slots.ExportsBusy:
+        return _exports_busy(request, study)
     except exports.ExportUnavailable as exc:
         return render(request, "researcher/export_unavailable.html", {"study": study, "reason": str(exc)}, status=404)
     announce_action(actor=request.user, study=study, action="export.zip", object=f"{study.slug}-run{run.pk}.zip",
                     detail="pseudonymous exports, no identifiers", request=request)
-    response = StreamingHttpResponse(exports.everything_zip(run=run), content_type="application/zip")
-    response["Content-Disposition"] = f'attachment; filename="{study.slug}-run{run.pk}-for-the-paper.zip"'
-    return response
+    return _attachment(content, "application/zip", f"{study.slug}-run{run.pk}-for-the-paper.zip")
 
 
 @login_required

@@ -36,3 +36,11 @@ def when_ready(server):
     from django.urls import get_resolver
 
     get_resolver().url_patterns
+
+
+def post_request(worker, req, environ, resp):
+    """Once a response is sent, an export slot its request still holds is given back: the response's close
+    gives it back already; this keeps a slot from outliving its request whatever happened to the response."""
+    from analysis.exporting.slots import slots_release_held
+
+    slots_release_held()

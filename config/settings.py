@@ -330,6 +330,10 @@ ANALYSIS_BOOTSTRAP_SAMPLES = env_int("ANALYSIS_BOOTSTRAP_SAMPLES", 200, minimum=
 # The part tasks of a run read its frames from a file here (analysis.running.fanout); a part
 # on a machine without the file rebuilds them from the database.
 ANALYSIS_FRAME_CACHE_DIR = Path(os.environ.get("ANALYSIS_FRAME_CACHE_DIR", BASE_DIR / "var" / "run-frames"))
+# Exports streaming at once on this machine (analysis.exporting.slots); 0 = no limit. Each one keeps a web
+# worker and most of a core busy for seconds: the participants' pages need the rest.
+EXPORT_CONCURRENCY = env_int("EXPORT_CONCURRENCY", 1, minimum=0)
+EXPORT_SLOTS_DIR = Path(os.environ.get("EXPORT_SLOTS_DIR", BASE_DIR / "var" / "export-slots"))
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

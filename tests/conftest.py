@@ -284,6 +284,29 @@ def _small_model_subsamples():
 
 
 @pytest.fixture(autouse=True, scope="session")
+def _private_export_slots():
+    """The export slots of this run (analysis.exporting.slots) are its own and its servers', not those of a
+    development server or another run on the same machine."""
+    import os
+    import tempfile
+
+    from django.conf import settings
+
+    os.environ.setdefault("EXPORT_SLOTS_DIR", tempfile.mkdtemp(prefix="hev-export-slots-"))
+    settings.EXPORT_SLOTS_DIR = os.environ["EXPORT_SLOTS_DIR"]
+
+
+@pytest.fixture(autouse=True)
+def _export_slots_given_back():
+    """A test's streamed export it never read to the end gives its slot back when the test ends, as gunicorn's
+    post_request does after a request (config/gunicorn.conf.py)."""
+    yield
+    from analysis.exporting.slots import slots_release_held
+
+    slots_release_held()
+
+
+@pytest.fixture(autouse=True, scope="session")
 def _fast_password_hashing():
     """Passwords are hashed with MD5 in tests, as Django's testing docs advise.
 

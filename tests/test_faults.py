@@ -313,6 +313,10 @@ def test_redis_stopped_twice_during_a_runs_fan_out_participants_never_notice_and
                               ANALYSIS_BOOTSTRAP_SAMPLES="1500")
     try:
         worker_pid = stack.celery_worker_pid()
+        # Runs take the CPU the participants' pages leave (issue 31): the worker runs niced, gunicorn not.
+        ours = os.getpriority(os.PRIO_PROCESS, 0)
+        assert os.getpriority(os.PRIO_PROCESS, worker_pid) == min(ours + 10, 19)
+        assert os.getpriority(os.PRIO_PROCESS, stack.gunicorn_master_pid()) == ours
         researcher = _researcher_session(services["env"], stack.base_url)
         # A block in 0.3-2 s: the six participants answer throughout both outages.
         thread, holder, recorder = _traffic(stack.base_url, 6, seed=44, think_scale=0.08)
