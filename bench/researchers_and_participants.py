@@ -20,17 +20,16 @@ Target: answer p95 <= 300 ms and no errors in phase 2.
 from __future__ import annotations
 
 import argparse
-import http.cookiejar
+import http.client
 import json
 import os
 import re
 import sys
 import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from http.cookies import SimpleCookie
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -53,53 +52,61 @@ class Download:
     ended: float = 0.0
 
 
-@dataclass
 class Researcher:
-    base_url: str
-    jar: http.cookiejar.CookieJar = field(default_factory=http.cookiejar.CookieJar)
+    """A signed-in researcher over plain HTTP with a cookie jar (the stack's cookies are marked Secure, which
+    urllib's jar would keep back over http://127.0.0.1)."""
 
-    def __post_init__(self) -> None:
-        self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(self.jar))
+    def __init__(self, base_url: str) -> None:
+        parts = urllib.parse.urlsplit(base_url)
+        self.host, self.port = parts.hostname, parts.port
+        self.cookies: dict[str, str] = {}
 
-    def _csrf(self) -> str:
-        return next(c.value for c in self.jar if c.name == "csrftoken")
+    def request(self, method: str, path: str, fields: dict[str, str] | None = None,
+                timeout: float = 300) -> tuple[int, http.client.HTTPMessage, bytes]:
+        connection = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+        headers = {"Cookie": "; ".join(f"{k}={v}" for k, v in self.cookies.items()),
+                   "Referer": f"http://{self.host}:{self.port}{path}"}
+        body = None
+        if method == "POST":
+            body = urllib.parse.urlencode({**(fields or {}), "csrfmiddlewaretoken": self.cookies.get("csrftoken", "")})
+            headers["Content-Type"] = "application/x-www-form-urlencoded"
+        try:
+            connection.request(method, path, body=body, headers=headers)
+            response = connection.getresponse()
+            content = response.read()
+            for header in response.headers.get_all("Set-Cookie") or []:
+                for name, morsel in SimpleCookie(header).items():
+                    self.cookies[name] = morsel.value
+            return response.status, response.headers, content
+        finally:
+            connection.close()
 
     def sign_in(self) -> None:
-        self.opener.open(f"{self.base_url}/accounts/login/", timeout=30).read()
-        body = urllib.parse.urlencode({"username": USERNAME, "password": PASSWORD,
-                                       "csrfmiddlewaretoken": self._csrf()}).encode()
-        response = self.opener.open(urllib.request.Request(f"{self.base_url}/accounts/login/", data=body,
-                                                           headers={"Referer": f"{self.base_url}/accounts/login/"}))
-        if "/accounts/login/" in response.geturl():
-            raise SystemExit("the researcher could not sign in")
+        self.request("GET", "/accounts/login/")
+        status, _, _ = self.request("POST", "/accounts/login/", {"username": USERNAME, "password": PASSWORD})
+        if status != 302:
+            raise SystemExit(f"the researcher could not sign in ({status})")
 
     def start_run(self) -> int:
-        request = urllib.request.Request(
-            f"{self.base_url}/studies/{surge.SLUG}/runs/", data=b"",
-            headers={"X-CSRFToken": self._csrf(), "Referer": f"{self.base_url}/studies/{surge.SLUG}/"})
-        response = self.opener.open(request, timeout=60)
-        return int(re.search(r"/runs/(\d+)/", response.geturl()).group(1))
+        status, headers, _ = self.request("POST", f"/studies/{surge.SLUG}/runs/")
+        if status != 302:
+            raise SystemExit(f"the run could not be started ({status})")
+        return int(re.search(r"/runs/(\d+)/", headers["Location"]).group(1))
 
     def run_status(self, run_id: int) -> str:
-        with self.opener.open(f"{self.base_url}/studies/{surge.SLUG}/runs/{run_id}.json", timeout=30) as response:
-            return json.loads(response.read())["status"]
+        _, _, content = self.request("GET", f"/studies/{surge.SLUG}/runs/{run_id}.json", timeout=30)
+        return json.loads(content)["status"]
 
     def download_everything(self, t0: float) -> Download:
         outcome = Download(began=time.perf_counter() - t0)
         began = time.perf_counter()
         while True:
-            try:
-                with self.opener.open(f"{self.base_url}/studies/{surge.SLUG}/exports/everything.zip",
-                                      timeout=300) as response:
-                    outcome.size = len(response.read())
-                    outcome.status = response.status
-                    break
-            except urllib.error.HTTPError as error:
-                if error.code != 503:
-                    outcome.status = error.code
-                    break
-                outcome.turned_away += 1
-                time.sleep(float(error.headers.get("Retry-After") or 5))
+            status, headers, content = self.request("GET", f"/studies/{surge.SLUG}/exports/everything.zip")
+            if status != 503:
+                outcome.status, outcome.size = status, len(content)
+                break
+            outcome.turned_away += 1
+            time.sleep(float(headers.get("Retry-After") or 5))
         outcome.seconds = time.perf_counter() - began
         outcome.ended = time.perf_counter() - t0
         return outcome
