@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django import forms
-from django.utils.functional import cached_property
 from django.core.exceptions import NON_FIELD_ERRORS
+from django.utils.functional import cached_property
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
