@@ -54,6 +54,13 @@ def slots_release_held() -> None:
 
 def _slot_take() -> _Slot | None:
     """One free slot, locked, or None when there is no limit."""
+    # A thread serves one request at a time: a slot it still holds belongs to a response of an earlier request
+    # that nobody closed (a test reading only the status, say), never to a second export of its own.
+    slots_release_held()
+    return _slot_lock()
+
+
+def _slot_lock() -> _Slot | None:
     limit = settings.EXPORT_CONCURRENCY
     if limit <= 0:
         return None
