@@ -31,24 +31,29 @@ class _Slot:
     def __init__(self, handle: int) -> None:
         self._handle: int | None = handle
         self.thread = threading.get_ident()
-        _held.add(self)
+        with _held_lock:
+            _held.add(self)
 
     def release(self) -> None:
         if self._handle is not None:
             handle, self._handle = self._handle, None
-            _held.discard(self)
+            with _held_lock:
+                _held.discard(self)
             os.close(handle)  # closing the file drops its lock
 
 
 # The slots this process holds: a thread's are given back after each of its requests, whatever became of the
 # response (config/gunicorn.conf.py's post_request; the tests after each test).
 _held: set[_Slot] = set()
+_held_lock = threading.RLock()  # shared by a threaded worker's threads; re-entered by a release from __del__
 
 
 def slots_release_held() -> None:
     """Give back the slots the calling thread still holds: its request is over."""
     me = threading.get_ident()
-    for slot in [slot for slot in _held if slot.thread == me]:
+    with _held_lock:
+        mine = [slot for slot in _held if slot.thread == me]
+    for slot in mine:
         slot.release()
 
 
