@@ -11,7 +11,7 @@ from analysis.models import AnalysisRun
 from surveys import limits
 from surveys.models import Participant
 from surveys.questions.pairwise import Preference
-from surveys.serializers import ParticipantFilterSerializer, QuerySerializer
+from surveys.serializers import ParticipantFilterSerializer, QuerySerializer, text_filter
 
 LEVELS = ("participant", "rating")
 
@@ -228,6 +228,6 @@ class RatingRowSerializer(serializers.Serializer):
 class RatingFilterSerializer(ParticipantFilterSerializer):
     status = serializers.ChoiceField(choices=Participant.Status.choices, required=False,
                                      help_text="the participant's status")
-    block_id = serializers.CharField(required=False, max_length=limits.KEY, trim_whitespace=False)
-    response_id = serializers.CharField(required=False, max_length=limits.ITEM_KEY, trim_whitespace=False)
-    dimension = serializers.CharField(required=False, max_length=limits.KEY, trim_whitespace=False)
+    block_id = text_filter(max_length=limits.KEY)
+    response_id = text_filter(max_length=limits.ITEM_KEY)
+    dimension = text_filter(max_length=limits.KEY)

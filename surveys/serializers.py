@@ -1,3 +1,4 @@
+from django.core.validators import RegexValidator
 from rest_framework import serializers
 
 from .models import Participant, Study
@@ -57,6 +58,14 @@ class QuerySerializer(serializers.Serializer):
         return super().to_internal_value(data)
 
 
+def text_filter(**options) -> serializers.CharField:
+    """An optional exact-match text filter of a query string. DRF refuses a null character in any text (400):
+    the schema says so with a pattern, so that a client (or schemathesis) knows such a value is not valid."""
+    return serializers.CharField(required=False, trim_whitespace=False,
+                                 validators=[RegexValidator(r"^[^\x00]*$", "Null characters are not allowed.")],
+                                 **options)
+
+
 class ParticipantFilterSerializer(QuerySerializer):
     status = serializers.ChoiceField(choices=Participant.Status.choices, required=False)
-    participant_id = serializers.CharField(required=False, max_length=64, trim_whitespace=False, help_text="a pseudonym")
+    participant_id = text_filter(max_length=64, help_text="a pseudonym")
