@@ -48,8 +48,7 @@ class Download:
     turned_away: int = 0
     size: int = 0
     status: int = 0
-    began: float = 0.0
-    ended: float = 0.0
+    ended: float = 0.0  # seconds since the participants' recorder began
 
 
 class Researcher:
@@ -98,7 +97,7 @@ class Researcher:
         return json.loads(content)["status"]
 
     def download_everything(self, t0: float) -> Download:
-        outcome = Download(began=time.perf_counter() - t0)
+        outcome = Download()
         began = time.perf_counter()
         while True:
             status, headers, content = self.request("GET", f"/studies/{surge.SLUG}/exports/everything.zip")
