@@ -15,6 +15,7 @@ built from live in ``tests/support/``.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from django.core.cache import cache
@@ -284,16 +285,19 @@ def _small_model_subsamples():
 
 
 @pytest.fixture(autouse=True, scope="session")
-def _private_export_slots():
-    """The export slots of this run (analysis.exporting.slots) are its own and its servers', not those of a
-    development server or another run on the same machine."""
+def _private_folders():
+    """The export slots (analysis.exporting.slots) and the frames a run leaves for its parts
+    (analysis.running.fanout) are this run's own and its servers' and workers' (through the environment), not
+    those of a development server or of another run on the same machine: .ci/run runs two suites at once,
+    whose runs have the same ids."""
     import os
     import tempfile
 
     from django.conf import settings
 
-    os.environ.setdefault("EXPORT_SLOTS_DIR", tempfile.mkdtemp(prefix="hev-export-slots-"))
-    settings.EXPORT_SLOTS_DIR = os.environ["EXPORT_SLOTS_DIR"]
+    for name, prefix in (("EXPORT_SLOTS_DIR", "hev-export-slots-"), ("ANALYSIS_FRAME_CACHE_DIR", "hev-run-frames-")):
+        os.environ.setdefault(name, tempfile.mkdtemp(prefix=prefix))
+        setattr(settings, name, Path(os.environ[name]))
 
 
 @pytest.fixture(autouse=True)
