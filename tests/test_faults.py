@@ -318,8 +318,9 @@ def test_redis_stopped_twice_during_a_runs_fan_out_participants_never_notice_and
         assert os.getpriority(os.PRIO_PROCESS, worker_pid) == min(ours + 10, 19)
         assert os.getpriority(os.PRIO_PROCESS, stack.gunicorn_master_pid()) == ours
         researcher = _researcher_session(services["env"], stack.base_url)
-        # A block in 0.3-2 s: the six participants answer throughout both outages.
-        thread, holder, recorder = _traffic(stack.base_url, 6, seed=44, think_scale=0.08)
+        # A block in 1-6 s (bench/surge.py: 2-12 s at 0.1): the six participants answer throughout both outages,
+        # about 20 s that begin a few seconds after their first answers, and finish about a minute later.
+        thread, holder, recorder = _traffic(stack.base_url, 6, seed=44, think_scale=0.05)
         _stack.wait_until(lambda: any(s.kind == "answer" for s in recorder.samples), timeout=60,
                           what="the participants' first answers")
         csrf = page_spec_from_html(researcher.request("GET", "/studies/tide/").text).csrf_token
