@@ -521,7 +521,7 @@ def test_the_bootstrap_of_plackett_luce_resamples_participants_with_all_their_ra
 
 
 @pytest.mark.parametrize("n_items, m, n_people", [(4, 2, 30), (5, 3, 6), (17, 5, 44), (9, 4, 3)])
-def test_the_bootstrap_fits_side_by_side_are_the_one_by_one_fits_bit_for_bit(n_items, m, n_people):
+def test_the_bootstrap_fits_side_by_side_are_the_one_by_one_fits_bit_for_bit(n_items, m, n_people, monkeypatch):
     """Each draw of the bootstrap's side-by-side fit equals plackett_luce on that draw alone, to the last bit:
     with 8 or more items (numpy sums those rows in another order) and with few people, where some draws leave
     an item out or without a win (fitted alone)."""
@@ -544,6 +544,10 @@ def test_the_bootstrap_fits_side_by_side_are_the_one_by_one_fits_bit_for_bit(n_i
     one_by_one = np.array([S.plackett_luce(distinct, n_items, tol=1e-8, start=start, counts=row) for row in counts])
     side_by_side = _plackett_luce_draws(distinct, n_items, counts, tol=1e-8, start=start)
     assert np.array_equal(side_by_side, one_by_one, equal_nan=True)
+    # In chunks of 7 draws (a large study's arrays are split so): the same.
+    monkeypatch.setattr("analysis.stats.rankings._VALUES_PER_STEP", 7 * distinct.size)
+    assert np.array_equal(_plackett_luce_draws(distinct, n_items, counts, tol=1e-8, start=start), one_by_one,
+                          equal_nan=True)
     if n_people == 3:  # some draws left an item out: the test covers the draws fitted alone
         assert np.isnan(one_by_one).any()
 

@@ -221,13 +221,28 @@ def _plackett_luce_draws(rankings: np.ndarray, n_items: int, counts: np.ndarray,
     for draw in np.flatnonzero(~usual):
         fits[draw] = plackett_luce(rankings, n_items, tol=tol, max_iter=max_iter, start=start, counts=counts[draw])
     together = np.flatnonzero(usual)
-    if not len(together):
-        return fits
-    appear, score = appears[together[0]], scored[together[0]]
-    counts, wins = counts[together].T, wins[together]  # counts: ranking x draw
-    gamma = np.tile(np.exp(start), (len(together), 1))
+    if len(together):
+        appear, score = appears[together[0]], scored[together[0]]
+        # A few million values per array at most: the draws go in chunks (each draw's arithmetic is its own).
+        chunk = max(1, _VALUES_PER_STEP // rankings.size)
+        for first in range(0, len(together), chunk):
+            draws = together[first: first + chunk]
+            fits[draws] = _plackett_luce_together(rankings, by_item, counts[draws].T, wins[draws], start=start,
+                                                  appear=appear, score=score, tol=tol, max_iter=max_iter)
+    return fits
+
+
+_VALUES_PER_STEP = 2_000_000
+
+
+def _plackett_luce_together(rankings: np.ndarray, by_item: sparse.csr_array, counts: np.ndarray, wins: np.ndarray,
+                            *, start: np.ndarray, appear: np.ndarray, score: np.ndarray, tol: float,
+                            max_iter: int) -> np.ndarray:
+    """The fits of ``_plackett_luce_draws``'s usual draws (``counts``: ranking x draw), side by side."""
+    m = rankings.shape[1]
+    gamma = np.tile(np.exp(start), (counts.shape[1], 1))
     gamma[:, ~appear] = 1.0
-    active = np.arange(len(together))
+    active = np.arange(counts.shape[1])
     # The rankings a draw did not pick may divide by zero (items of worth 0): their terms are dropped below.
     with np.errstate(divide="ignore", invalid="ignore"):
         for _ in range(max_iter):  # one MM step of every draw still moving
@@ -259,8 +274,7 @@ def _plackett_luce_draws(rankings: np.ndarray, n_items: int, counts: np.ndarray,
     for row in strengths:
         finite = np.isfinite(row)
         row[finite] -= row[finite].mean()
-    fits[together] = strengths
-    return fits
+    return strengths
 
 
 def _row_means(values: np.ndarray) -> np.ndarray:
