@@ -303,6 +303,40 @@ def test_it_matches_games_howell_by_hand(ratings, participants):
         assert (pair["p"] < 0.05) == involves_top
 
 
+def test_the_studentized_range_is_scipys_to_the_last_bit():
+    """analysis.stats.studentized_range makes scipy's QUADPACK calls without nquad: the same bits, for
+    random and edge inputs (outside the support, invalid shapes, NaN, the asymptotic form at huge df)."""
+    from analysis.stats.studentized_range import studentized_range
+
+    rng = np.random.default_rng(31)
+    q = np.concatenate([rng.uniform(0, 9, 40), [0.0, -1.0, 1e-9, 25.0, np.inf, np.nan, 3.0, 3.0, 3.0, 3.0]])
+    k = np.concatenate([rng.integers(2, 12, 40), [3, 3, 3, 3, 3, 3, 1, 2, 40, 4]]).astype(float)
+    df = np.concatenate([rng.uniform(1.5, 400, 40), [10, 10, 10, 10, 10, 10, 10, 2e5, 7.5, 0.0]])
+    for method in ("sf", "cdf"):
+        ours, scipys = getattr(studentized_range, method)(q, k, df), getattr(stats.studentized_range, method)(q, k, df)
+        assert np.array_equal(ours, scipys, equal_nan=True), method
+    # Scalars and broadcasting, as pingouin calls it (one k, an array of df).
+    assert studentized_range.sf(2.5, 4, 33.3) == stats.studentized_range.sf(2.5, 4, 33.3)
+    assert np.array_equal(studentized_range.sf(q[:5], 4, df[:5]), stats.studentized_range.sf(q[:5], 4, df[:5]))
+
+
+def test_pingouins_games_howell_gives_the_same_table_with_either(monkeypatch):
+    import pingouin
+    import pingouin.pairwise
+
+    from analysis.stats.studentized_range import studentized_range, use_in_pingouin
+
+    rng = np.random.default_rng(7)
+    long = pd.DataFrame({"region": np.repeat(list("ABCDE"), [9, 14, 6, 11, 8]),
+                         "value": rng.integers(1, 8, 48).astype(float)})
+    monkeypatch.setattr(pingouin.pairwise, "studentized_range", stats.studentized_range)
+    scipys = pingouin.pairwise_gameshowell(data=long, dv="value", between="region")
+    use_in_pingouin()
+    assert pingouin.pairwise.studentized_range is studentized_range
+    pd.testing.assert_frame_equal(pingouin.pairwise_gameshowell(data=long, dv="value", between="region"), scipys,
+                                  check_exact=True)
+
+
 def test_it_matches_scipy_kruskal(ratings, participants):
     table = S.regional_kruskal(ratings, participants)
     for level in ("participant", "rating"):
