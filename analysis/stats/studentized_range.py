@@ -3,7 +3,7 @@
 Games-Howell's p-values are ``studentized_range.sf`` (in ``pingouin.pairwise_gameshowell``): for each pair,
 scipy integrates a C integrand twice with QUADPACK's QAGI through ``integrate.nquad``, which at each of the
 outer integral's ~400 points goes through four Python layers (ranges, options, ``quad``'s checks) before the
-inner QAGI. That bookkeeping was about a fifth of Games-Howell's time at TIDE size (issue 31).
+inner QAGI. That bookkeeping was about a fifth of the p-values' time at TIDE size (issue 31).
 
 ``studentized_range`` here is scipy's own distribution object with one method replaced: ``_cdf`` makes the
 same QUADPACK calls, in the same order, with the same integrand, arguments and tolerances, straight to
