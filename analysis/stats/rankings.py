@@ -188,6 +188,11 @@ def plackett_luce(rankings: np.ndarray, n_items: int, *, tol: float = 1e-10, max
         gamma = updated
         if converged:
             break
+    return _centred_log_worths(gamma, appears)
+
+
+def _centred_log_worths(gamma: np.ndarray, appears: np.ndarray) -> np.ndarray:
+    """Log-worths centred to mean 0 over the finite ones; NaN for items that appear in no ranking."""
     with np.errstate(divide="ignore"):
         strengths = np.log(gamma)
     strengths[~appears] = np.nan
@@ -268,13 +273,7 @@ def _plackett_luce_together(rankings: np.ndarray, by_item: sparse.csr_array, cou
             active = active[~(change < tol)]
             if not len(active):
                 break
-    with np.errstate(divide="ignore"):
-        strengths = np.log(gamma)
-    strengths[:, ~appear] = np.nan
-    for row in strengths:
-        finite = np.isfinite(row)
-        row[finite] -= row[finite].mean()
-    return strengths
+    return np.array([_centred_log_worths(row, appear) for row in gamma]).reshape(gamma.shape)
 
 
 def _row_means(values: np.ndarray) -> np.ndarray:
