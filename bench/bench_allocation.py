@@ -6,8 +6,15 @@ so the target is 5 x 8,000 / 20 = 2,000 participants. It is built from a generat
 tests' helper (``tests/support/generated_outputs.py``) and loaded with ``study_load``.
 
 Then 2,000 entries (``services.participant_enroll``: the participant, their allocation under the study's
-lock, their pages and counterbalanced responses) run 20 at a time, in 20 processes (as gunicorn workers
-would), each with its own connection. A watcher samples the spread of the block counters all along.
+lock, their pages and counterbalanced responses) come from 20 clients at a time, each sending its next entry
+when its last one returns. They are served as the production stack serves requests: by gunicorn's sync
+workers (``config/gunicorn.conf.py``: 2 x cores + 1, so 5 on two cores), each a process with Django loaded and
+one connection kept, serving one entry at a time, the others waiting their turn. An entry's time runs from
+its sending to its return, the wait for a free server included, as a participant's request waits in
+gunicorn's queue; the time inside a server is printed beside it. ``--servers 20`` gives every client its own
+server process and connection, as this bench did before 2026-11-30 (more processes than production runs:
+20 backends contending for two cores and the study's lock). A watcher samples the spread of the block
+counters all along.
 Finally every visit is marked answered and the dashboard (page and JSON) is timed as a researcher gets it:
 first with the planner statistics the writes left (on a server with autovacuum off, as this machine's is,
 those of empty tables), then after ANALYZE, as autovacuum would gather them within a minute or so. Each
@@ -21,6 +28,7 @@ Usage::
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/hev_allocation .venv/bin/python bench/bench_allocation.py
     ... bench/bench_allocation.py --prompts 200 --participants 200     # smaller (k and r as above)
+    ... bench/bench_allocation.py --servers 20  # 20 server processes, one per client
     ... bench/bench_allocation.py --reuse       # only the dashboard, on the study an earlier run left
     CELERY_BROKER_URL=redis://127.0.0.1:6379/7 ... bench/bench_allocation.py --analysis   # and the analysis run
 
@@ -83,9 +91,15 @@ def prepare(prompts: int) -> dict[str, float]:
             "target": study.target_completions}
 
 
-def _enter(args: tuple[int, int, int, multiprocessing.Barrier]) -> list[float]:
-    """One process: ``count`` entries, one after another; the seconds each took."""
-    worker, count, study_id, barrier = args
+def _serve(study_id: int, tickets: multiprocessing.Queue, done: multiprocessing.Queue) -> None:
+    """A server process, as a gunicorn sync worker: Django loaded, one connection kept, one entry at a time.
+
+    A ticket is a client's entry: (client, its number, how many the client has left to send, when it was
+    sent). The server takes the next ticket,
+    serves the entry, reports (seconds since it was sent, seconds in this server), and hands the client's next
+    entry back to the queue, sent now: each client has one entry in flight, as 20 participants who each wait
+    for their page would. The clients cost no process of their own (the participants' browsers are not on
+    this machine)."""
     setup_django()
     from django.conf import settings
 
@@ -96,13 +110,20 @@ def _enter(args: tuple[int, int, int, multiprocessing.Barrier]) -> list[float]:
     # log, about a seventh of an entering process's CPU.
     settings.DEBUG = False
     study = Study.objects.get(pk=study_id)
-    barrier.wait()
-    seconds = []
-    for i in range(count):
-        started = time.perf_counter()
-        services.participant_enroll(study=study, external_id=f"{worker:04x}{i:020x}", seed=worker * 100_000 + i)
-        seconds.append(time.perf_counter() - started)
-    return seconds
+    done.put(None)  # ready
+    while (ticket := tickets.get()) is not None:
+        client, number, remaining, sent = ticket
+        started = time.monotonic()
+        try:
+            services.participant_enroll(study=study, external_id=f"{client:04x}{number:020x}",
+                                        seed=client * 100_000 + number)
+        except Exception as error:  # e.g. StudyFull when more entries are asked for than the target
+            done.put(f"entry {number} of client {client}: {error!r}")
+            continue
+        finished = time.monotonic()
+        if remaining > 1:
+            tickets.put((client, number + 1, remaining - 1, finished))
+        done.put((finished - sent, finished - started))
 
 
 def _spread() -> int:
@@ -114,16 +135,30 @@ def _spread() -> int:
     return bounds["high"] - bounds["low"]
 
 
-def run_entries(participants: int) -> dict:
+def production_servers() -> int:
+    """How many requests the production stack serves at once: its gunicorn sync workers
+    (config/gunicorn.conf.py: GUNICORN_WORKERS, or 2 x cores + 1)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gunicorn_conf", ROOT / "config" / "gunicorn.conf.py")
+    conf = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conf)
+    return conf.workers * conf.threads
+
+
+def run_entries(participants: int, servers: int) -> dict:
+    """``participants`` entries from CONCURRENT clients, each sending its next entry when its last returns, to
+    ``servers`` server processes. An entry's time runs from its sending to its return, so it includes the wait
+    for a free server, as a participant's request waits in gunicorn's queue."""
     from django.db import connection
 
     from surveys.models import Study
 
     study_id = Study.objects.get(slug=SLUG).pk
-    connection.close()  # the children open their own
-    per_worker = [participants // CONCURRENT + (w < participants % CONCURRENT) for w in range(CONCURRENT)]
-    manager = multiprocessing.Manager()
-    barrier = manager.Barrier(CONCURRENT)
+    connection.close()  # the servers open their own
+    per_client = [participants // CONCURRENT + (c < participants % CONCURRENT) for c in range(CONCURRENT)]
+    context = multiprocessing.get_context("fork")
+    tickets, done = context.Queue(), context.Queue()
     spreads: list[int] = []
     stop = threading.Event()
 
@@ -133,23 +168,48 @@ def run_entries(participants: int) -> dict:
             stop.wait(0.2)
         connection.close()
 
-    watcher = threading.Thread(target=watch)
     children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    started = time.perf_counter()
-    with multiprocessing.get_context("fork").Pool(CONCURRENT) as pool:
-        watcher.start()
-        results = pool.map(_enter, [(w, n, study_id, barrier) for w, n in enumerate(per_worker)])
-    elapsed = time.perf_counter() - started
+    processes = [context.Process(target=_serve, args=(study_id, tickets, done)) for _ in range(servers)]
+    for process in processes:
+        process.start()
+    for _ in processes:
+        done.get(timeout=300)  # every server ready
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    started = time.monotonic()
+    for client, count in enumerate(per_client):
+        if count:
+            tickets.put((client, 0, count, started))
+    results, failure = [], None
+    while len(results) < sum(per_client) and failure is None:
+        result = done.get(timeout=300)
+        if isinstance(result, str):
+            failure = result
+        else:
+            results.append(result)
+    elapsed = time.monotonic() - started
+    if failure is not None:  # the others' results are left unread: stop them rather than wait for them
+        for process in processes:
+            process.terminate()
+        stop.set()
+        sys.exit(f"an entry failed, the run stops: {failure}")
+    for _ in processes:
+        tickets.put(None)
+    for process in processes:
+        process.join()
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    # The entering processes' own CPU (Python and the driver), without PostgreSQL's: the part of an entry's cost
+    # The server processes' own CPU (Python and the driver), without PostgreSQL's: the part of an entry's cost
     # that does not depend on how busy the machine is.
-    client_cpu = (children.ru_utime + children.ru_stime) - (children_before.ru_utime + children_before.ru_stime)
+    server_cpu = (children.ru_utime + children.ru_stime) - (children_before.ru_utime + children_before.ru_stime)
     stop.set()
     watcher.join()
-    seconds = sorted(s for worker in results for s in worker)
+    seconds = sorted(since_sent for since_sent, _ in results)
+    in_server = sorted(served for _, served in results)
     return {"n": len(seconds), "elapsed_s": elapsed, "p50_ms": 1000 * statistics.median(seconds),
             "p95_ms": 1000 * seconds[int(0.95 * (len(seconds) - 1))], "max_ms": 1000 * seconds[-1],
-            "spreads": spreads, "final_spread": _spread(), "client_cpu_ms": 1000 * client_cpu / max(len(seconds), 1)}
+            "served_p50_ms": 1000 * statistics.median(in_server),
+            "served_p95_ms": 1000 * in_server[int(0.95 * (len(in_server) - 1))],
+            "spreads": spreads, "final_spread": _spread(), "client_cpu_ms": 1000 * server_cpu / max(len(seconds), 1)}
 
 
 def check_counts() -> dict:
@@ -337,6 +397,10 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=2000)
     parser.add_argument("--participants", type=int, default=None, help="default: the target (R x blocks / K)")
     parser.add_argument("--concurrent", type=int, default=CONCURRENT, help="entries at a time (the target is at 20)")
+    parser.add_argument("--servers", type=int, default=None,
+                        help="server processes serving them, one entry at a time each (default: the production "
+                             "stack's gunicorn workers, config/gunicorn.conf.py); --servers 20 gives every entry "
+                             "its own process and connection, as this bench did before 2026-11-30")
     parser.add_argument("--analysis", action="store_true",
                         help="then answer every page in bulk and time a whole analysis run with real celery workers "
                              "(needs CELERY_BROKER_URL=redis://...)")
@@ -360,10 +424,13 @@ def main() -> None:
     print(f"study: {built['blocks']} blocks, k={K}, r={R}, target {built['target']}; definition built in "
           f"{built['build_s']:.2f} s, loaded in {built['load_s']:.2f} s")
     participants = args.participants or built["target"]
-    entries = run_entries(participants)
-    print(f"entries: {entries['n']} in {entries['elapsed_s']:.1f} s, {CONCURRENT} at a time; p50 {entries['p50_ms']:.0f} ms, "
-          f"p95 {entries['p95_ms']:.0f} ms, max {entries['max_ms']:.0f} ms (load average {os.getloadavg()[0]:.2f}); "
-          f"CPU of the entering processes {entries['client_cpu_ms']:.1f} ms per entry")
+    servers = args.servers or production_servers()
+    entries = run_entries(participants, servers)
+    print(f"entries: {entries['n']} in {entries['elapsed_s']:.1f} s, {CONCURRENT} at a time served by {servers} "
+          f"processes; p50 {entries['p50_ms']:.0f} ms, p95 {entries['p95_ms']:.0f} ms, max {entries['max_ms']:.0f} ms "
+          f"(load average {os.getloadavg()[0]:.2f}); in a server, without the wait for it: p50 "
+          f"{entries['served_p50_ms']:.0f} ms, p95 {entries['served_p95_ms']:.0f} ms; CPU of the server processes "
+          f"{entries['client_cpu_ms']:.1f} ms per entry")
     print(f"counter spread while running: max {max(entries['spreads'], default=0)} over {len(entries['spreads'])} samples; "
           f"after: {entries['final_spread']}")
     counts = check_counts()
@@ -376,7 +443,8 @@ def main() -> None:
     time_dashboards(answered=args.analysis)
     if CONCURRENT != 20:
         print(f"(entries ran {CONCURRENT} at a time: the entry target is at 20)")
-    print(f"{verdict(entries['p95_ms'] <= 100 and CONCURRENT >= 20)}: entry p95 {entries['p95_ms']:.0f} ms <= 100 ms at {CONCURRENT} concurrent")
+    print(f"{verdict(entries['p95_ms'] <= 100 and CONCURRENT >= 20)}: entry p95 {entries['p95_ms']:.0f} ms <= 100 ms at {CONCURRENT} "
+          f"concurrent, served by {servers} processes")
     within = counts["max"] - counts["min"] <= 1 and max(entries["spreads"], default=0) <= 1 and counts["counters_agree"]
     print(f"{verdict(within)}: block counts within 1 while running and after {entries['n']} entries")
     if args.analysis:
