@@ -215,6 +215,8 @@ LOGOUT_REDIRECT_URL = LOGIN_URL
 
 # Participants may take a long break; 60 minutes of inactivity is the floor.
 SESSION_COOKIE_AGE = env_int("SESSION_COOKIE_AGE", 4 * 60 * 60, minimum=60 * 60)
+# Django's database sessions, read by a statement compiled once per process: web/session_store.py.
+SESSION_ENGINE = "web.session_store"
 # Sliding expiry without a write per request: web/sessions.py.
 SESSION_SAVE_EVERY_REQUEST = False
 SESSION_REFRESH_SECONDS = env_int("SESSION_REFRESH_SECONDS", 5 * 60, minimum=0)

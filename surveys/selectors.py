@@ -17,6 +17,8 @@ from django.db import connection
 from django.db.models import JSONField, OuterRef, Subquery
 from django.db.models.expressions import RawSQL
 
+from web.prepared_queries import PreparedQuery
+
 from .models import (
     BlockVisit,
     DemographicQuestion,
@@ -27,7 +29,6 @@ from .models import (
     Participant,
     Study,
 )
-from .prepared_queries import PreparedQuery
 from .study_content import study_content_get
 
 
@@ -179,7 +180,7 @@ def _participant_flow_queryset(*, participant_id: int, slug: str):
     )
 
 
-# Every request of a participant reads it: compiled once per process (surveys.prepared_queries).
+# Every request of a participant reads it: compiled once per process (web.prepared_queries).
 _participant_flow = PreparedQuery(_participant_flow_queryset, participant_id=int, slug=str)
 
 
@@ -218,7 +219,7 @@ def _progress(visits: list[VisitSummary], current: VisitSummary | None) -> Progr
     return Progress(number, len(blocks), done, len(visits))
 
 
-# Every block GET and POST reads them: compiled once per process (surveys.prepared_queries).
+# Every block GET and POST reads them: compiled once per process (web.prepared_queries).
 _block_page_placements = PreparedQuery(
     lambda visit_id: ItemPlacement.objects.filter(visit_id=visit_id)
     .select_related("item", "visit__block__scenario", "visit__attention_check")

@@ -21,6 +21,7 @@ from django.db.models import Count, Exists, F, OuterRef, Value
 from django.db.models.functions import Coalesce
 
 from web import clock
+from web.prepared_queries import PreparedUpdate
 
 from . import allocation, demographics, drafts, enrolment_pg, limits, sequence
 from .models import (
@@ -40,7 +41,6 @@ from .models import (
 # StudyClosed and StudyFull are raised by participant_enroll; they live with the places they guard.
 from .page_answers import PageAnswers
 from .places import StudyClosed, StudyFull, hold_limit, place_confirm, study_is_full  # noqa: F401
-from .prepared_queries import PreparedUpdate
 from .pseudonyms import pseudonym_for
 from .questions import QUESTION_TYPES
 from .selectors import VisitPage, visit_page_get
@@ -297,7 +297,7 @@ def visit_mark_shown(*, visit_id: int) -> None:
     _first_shown.run(visit_id=visit_id, now=clock.now())
 
 
-# The two updates every answer POST makes (before its answers), compiled once per process (surveys.prepared_queries).
+# The two updates every answer POST makes (before its answers), compiled once per process (web.prepared_queries).
 _in_progress_seen = PreparedUpdate(
     lambda participant_id, now: (
         Participant.objects.filter(pk=participant_id, status=Participant.Status.IN_PROGRESS),

@@ -116,6 +116,19 @@ def test_gunicorn_s_access_line_is_masked_in_its_default_format():
     assert WORKER not in line and "ann.lee" not in line
 
 
+def test_a_line_is_masked_once_though_both_its_logger_and_the_handler_filter_it():
+    """gunicorn's loggers and the console handler each carry the filter; the handler's leaves a record the
+    logger's filter masked as it is (the same line, the masking not done twice)."""
+    from unittest import mock
+
+    from web import security
+
+    with captured_log() as log, mock.patch.object(security, "mask_identifiers", wraps=mask_identifiers) as masking:
+        logging.getLogger("gunicorn.access").info("GET /s/mturk/?workerId=%s HTTP/1.1", WORKER)
+    assert masking.call_count == 1
+    assert "GET /s/mturk/?workerId=[masked] HTTP/1.1" in log.getvalue() and WORKER not in log.getvalue()
+
+
 def test_tracebacks_are_masked_too():
     with captured_log() as log:
         try:

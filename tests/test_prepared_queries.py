@@ -1,4 +1,4 @@
-"""A prepared query (surveys.prepared_queries) returns what its queryset returns, and a prepared update writes
+"""A prepared query (web.prepared_queries) returns what its queryset returns, and a prepared update writes
 what ``update()`` writes, for each set of values; a queryset whose values do not reach the SQL as plain
 parameters is refused. Run on SQLite and on PostgreSQL.
 
@@ -16,7 +16,7 @@ from django.test.utils import CaptureQueriesContext
 
 from surveys import selectors
 from surveys.models import BlockVisit, ItemPlacement, Participant
-from surveys.prepared_queries import PreparationError, PreparedQuery, PreparedUpdate
+from web.prepared_queries import PreparationError, PreparedQuery, PreparedUpdate
 
 
 def _fields(instance) -> dict:

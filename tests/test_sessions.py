@@ -55,3 +55,39 @@ def test_a_changed_session_is_saved_and_stamped(client, tide):
 def test_requests_that_never_read_the_session_create_none(client, db):
     assert client.get("/healthz").status_code == 200
     assert Session.objects.count() == 0
+
+
+def test_the_store_reads_what_django_s_database_store_reads(db):
+    """web.session_store reads a session with a prepared statement; what it loads, and which keys it drops,
+    are Django's own database store's."""
+    from datetime import timedelta
+
+    from django.contrib.sessions.backends.db import SessionStore as DjangoStore
+    from django.utils import timezone
+
+    from web.session_store import SessionStore
+
+    live = SessionStore()
+    live.update({"participant": 7, "note": "é ü"})
+    live.save()
+    lapsed = SessionStore()
+    lapsed["participant"] = 8
+    lapsed.save()
+    Session.objects.filter(session_key=lapsed.session_key).update(expire_date=timezone.now() - timedelta(seconds=1))
+
+    for key in (live.session_key, lapsed.session_key, "n" * 32):
+        ours, django = SessionStore(key), DjangoStore(key)
+        with CaptureQueriesContext(connection) as queries:
+            loaded = ours.load()
+        assert loaded == django.load()
+        assert ours.session_key == django.session_key  # None for the lapsed and the unknown keys
+        assert len(queries) == 1
+    assert SessionStore(live.session_key).load() == {"participant": 7, "note": "é ü"}
+    assert SessionStore(lapsed.session_key).load() == {}
+
+
+def test_the_site_runs_on_it(client, tide, steps, settings):
+    assert settings.SESSION_ENGINE == "web.session_store"
+    steps.start(client, tide)
+    assert client.session.__class__.__module__ == "web.session_store"
+    assert client.get("/s/tide/page/").status_code == 200

@@ -13,9 +13,10 @@ from django.db.models import Case, Q, Value, When
 from django.db.models.functions import Cast
 from django.utils.translation import gettext as _
 
+from web.prepared_queries import PreparedUpdate
+
 from ..core_models import ItemPlacement
 from ..definition_parts import facing
-from ..prepared_queries import PreparedUpdate
 from .base import AnswerColumns, QuestionType
 from .controls import Control, Option, entered_value, field_error, response_name
 from .rating import RATINGS_FILE
@@ -52,7 +53,7 @@ def _ranks_update(placement_ids: list[int], ranks: list[int]):
     return ItemPlacement.objects.filter(pk__in=placement_ids), {"rank": Cast(by_placement, output_field=field)}
 
 
-# Compiled once per process and number of responses on a page (surveys.prepared_queries).
+# Compiled once per process and number of responses on a page (web.prepared_queries).
 _ranks_write = PreparedUpdate(_ranks_update, placement_ids=list, ranks=list)
 
 
