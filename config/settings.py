@@ -332,6 +332,13 @@ ANALYSIS_BOOTSTRAP_SAMPLES = env_int("ANALYSIS_BOOTSTRAP_SAMPLES", 200, minimum=
 # The part tasks of a run read its frames from a file here (analysis.running.fanout); a part
 # on a machine without the file rebuilds them from the database.
 ANALYSIS_FRAME_CACHE_DIR = Path(os.environ.get("ANALYSIS_FRAME_CACHE_DIR", BASE_DIR / "var" / "run-frames"))
+# Where a run's parts are computed (analysis.running.runs.parts_computed_here): "broker" sends each to any
+# worker; "here" has the run's own process fork ANALYSIS_PROCESSES processes (default: the cores) and compute
+# them side by side; "auto" is "here" when every worker is on this machine (no broker, or filesystem://).
+ANALYSIS_PARTS = os.environ.get("ANALYSIS_PARTS", "auto")
+if ANALYSIS_PARTS not in ("auto", "broker", "here"):
+    raise ImproperlyConfigured(f"ANALYSIS_PARTS={ANALYSIS_PARTS!r}: use auto, broker or here")
+ANALYSIS_PROCESSES = env_int("ANALYSIS_PROCESSES", os.cpu_count() or 1, minimum=1)
 # Exports streaming at once on this machine (analysis.exporting.slots); 0 = no limit. Each one keeps a web
 # worker and most of a core busy for seconds: the participants' pages need the rest.
 EXPORT_CONCURRENCY = env_int("EXPORT_CONCURRENCY", 1, minimum=0)

@@ -54,7 +54,7 @@ from analysis import pipeline, quality, registry, selectors
 from analysis.design import Design, study_design
 from analysis.models import AnalysisRun, ParticipantResult, ResultTable, StoredTable
 from analysis.quality import QualityResult
-from analysis.running import fanout, frame_builders
+from analysis.running import fanout, frame_builders, side_by_side
 from surveys import withdrawal
 from surveys.allocation import allocation_reconcile
 from surveys.models import Participant, Study
@@ -537,14 +537,21 @@ def _analysis_steps(run: AnalysisRun, attempt: int, steps: RunSteps) -> None:
         analysis_run_quality_persist(run_id=run.pk, study_id=run.study_id, attempt=attempt, result=result,
                                      pending=plan.table_names)
     shared = {**built, "participants": _with_quality(built["participants"], result)}
+    if plan.parts and parts_computed_here():
+        _paper_and_parts_here(run, attempt, steps, plan, shared, design)
+        return
     with steps.step("statistics"):
         computed = _statistics(shared, plan.paper, design)
     if plan.parts:
         with steps.step("fan-out"):
             _frames_share(run.pk, attempt, shared)
-    analysis_run_tables_land(run_id=run.pk, attempt=attempt, names=[a.name for a in plan.paper], computed=computed,
-                             timings={**steps.timings, **_statistics_timings(computed)})
+    _paper_land(run.pk, attempt, plan, computed, steps)
     _parts_send(run.pk, attempt, plan.parts)
+
+
+def _paper_land(run_id: int, attempt: int, plan: fanout.Plan, computed: pipeline.Statistics, steps: RunSteps) -> None:
+    analysis_run_tables_land(run_id=run_id, attempt=attempt, names=[a.name for a in plan.paper], computed=computed,
+                             timings={**steps.timings, **_statistics_timings(computed)})
 
 
 def _statistics(
@@ -576,6 +583,53 @@ def _frames_share(run_id: int, attempt: int, shared: frame_builders.Frames) -> N
     except OSError as exc:
         # Not fatal: each part then builds the frames again from the database.
         logger.warning("run %s: could not leave the frames for its parts (%s)", run_id, exc)
+
+
+def parts_computed_here() -> bool:
+    """Whether a run's own process computes its parts side by side (``analysis.running.side_by_side``) instead
+    of sending them to the broker: ``ANALYSIS_PARTS`` "here" or "broker"; by default ("auto") here when every
+    worker is on this machine (tasks in-process, or the filesystem broker), where the broker would only add
+    its polling to each part, or compute the parts one after the other."""
+    mode = getattr(settings, "ANALYSIS_PARTS", "auto")
+    if mode != "auto":
+        return mode == "here"
+    return bool(settings.CELERY_TASK_ALWAYS_EAGER) or str(current_app.conf.broker_url or "").startswith("filesystem://")
+
+
+def _paper_and_parts_here(run: AnalysisRun, attempt: int, steps: RunSteps, plan: fanout.Plan,
+                          shared: frame_builders.Frames, design: Design) -> None:
+    """The paper's tables here, and the others in processes forked here (``analysis.running.side_by_side``),
+    one table an item, the longest first; each lands as it arrives, after the paper's.
+
+    The other tables are marked begun first, so that no pass of ``analysis_run_parts_resend`` sends them:
+    if this process dies, the run's lease expires and the whole run is sent again.
+    """
+    _, begun = _part_begin(run.pk, attempt, [name for names in plan.parts for name in names])
+    seconds = _table_seconds_of_last_run(run)
+    # Without an earlier run's times the plan's order stands: the slow analyses first.
+    todo = sorted(begun, key=lambda name: -seconds.get(name, math.inf))
+
+    def compute(name: str) -> pipeline.Statistics:
+        return pipeline.compute_statistics(shared, analyses=[registry.ANALYSES[name]], design=design)
+
+    def paper() -> None:
+        with steps.step("statistics"):
+            computed = pipeline.compute_statistics(shared, analyses=plan.paper, design=design)
+        _paper_land(run.pk, attempt, plan, computed, steps)
+
+    # A researcher watching a worker's run sees the paper's tables first: they are computed before the others
+    # begin. Tasks in-process answer when the whole run is done: then they are computed meanwhile.
+    watched = not settings.CELERY_TASK_ALWAYS_EAGER
+    # BLAS on one thread, as in _statistics: the children are forked inside the limit and keep it.
+    with threadpool_limits(limits=1, user_api="blas"):
+        if watched:
+            paper()
+        with side_by_side.SideBySide(compute, todo) as others:
+            if not watched:
+                paper()
+            for name, computed in others.results():
+                analysis_run_tables_land(run_id=run.pk, attempt=attempt, names=[name], computed=computed,
+                                         timings=_statistics_timings(computed))
 
 
 def _parts_send(run_id: int, attempt: int, parts: Sequence[Sequence[str]]) -> None:

@@ -121,7 +121,10 @@ def friedman_by_block(
         return _note_frame(FRIEDMAN_COLUMNS, "no ranks (ranking off?)")
     rows = []
     for block_id, cells in data.groupby(block, sort=True):
-        table = cells.pivot_table(index=participant, columns=response, values=rank, aggfunc="mean").dropna()
+        # pivot_table's table (participant x response, mean rank; its columns without a value dropped, in the
+        # same order) at a third of its cost, then only complete rankings.
+        table = (cells.groupby([participant, response], observed=True, sort=True)[rank].mean()
+                 .unstack(response).dropna(axis=1, how="all").dropna())
         n, k = table.shape
         row = {"block_id": block_id, "scenario": cells[scenario].iloc[0], "n": n, "k": k, "chi2": np.nan,
                "df": k - 1, "p": np.nan, "kendall_w": np.nan, "note": ""}
