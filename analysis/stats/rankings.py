@@ -231,7 +231,7 @@ def _plackett_luce_draws(rankings: np.ndarray, n_items: int, counts: np.ndarray,
     together = np.flatnonzero(usual)
     if len(together):
         appear, score = appears[together[0]], scored[together[0]]
-        # A few million values per array at most: the draws go in chunks (each draw's arithmetic is its own).
+        # The draws go in chunks that keep each array small (each draw's arithmetic is its own).
         chunk = max(1, _VALUES_PER_STEP // rankings.size)
         for first in range(0, len(together), chunk):
             draws = together[first: first + chunk]
@@ -240,7 +240,9 @@ def _plackett_luce_draws(rankings: np.ndarray, n_items: int, counts: np.ndarray,
     return fits
 
 
-_VALUES_PER_STEP = 2_000_000
+# Values per array of a chunk of draws: 1 MB of doubles, so that a step's arrays stay in the processor's
+# caches (at TIDE size, chunks of 7 draws fit 200 draws in 0.30 s against 0.50 s in chunks of 112 draws).
+_VALUES_PER_STEP = 125_000
 
 
 def _plackett_luce_together(rankings: np.ndarray, by_item: sparse.csr_array, counts: np.ndarray, wins: np.ndarray,
