@@ -11,8 +11,9 @@ there and when the run is done. Wall times are measured from the run's
 run warms the workers up (imports of statsmodels and friends) and is not judged.
 
 Then, with ``--compare``, the same run is computed in this process with no
-broker (one core, everything in turn: the path of the embedded default), and
-every table of the two runs is compared cell by cell.
+broker (the paper's tables here, the others side by side in processes forked
+here: ``analysis.running.side_by_side``), and every table of the two runs is
+compared cell by cell.
 
 Usage::
 
@@ -118,7 +119,7 @@ def observe_run(study, paper: set[str]) -> dict:
 
 
 def in_process_run(study) -> tuple[object, float]:
-    """The same run computed in this process with no broker: every table in turn, on one core."""
+    """The same run computed in this process with no broker (its other tables side by side in forked processes)."""
     from django.conf import settings
 
     from analysis.running import runs
@@ -217,7 +218,7 @@ def main() -> None:
     if args.compare:
         mine = observed[-1]["run"]
         theirs, seconds = in_process_run(study)
-        print(f"  in-process run (no broker, one core): {seconds:.2f} s")
+        print(f"  in-process run (no broker, the other tables side by side here): {seconds:.2f} s")
         print_parts(theirs)
         different = differing_tables(mine, theirs)
         print(f"{verdict(not different)}  the fanned-out tables equal the in-process run's"
