@@ -257,3 +257,16 @@ def test_a_child_killed_fails_the_run_with_a_reason(planted_study, monkeypatch, 
     assert runs.task_body(kind=runs.ANALYSIS, run_id=run.pk) == "failed"
     run.refresh_from_db()
     assert run.status == "failed" and "BrokenProcessPool" in run.error, run.error
+
+
+def test_the_other_tables_are_taken_longest_first_by_the_studys_last_run(planted_study, settings):
+    settings.ANALYSIS_PROCESSES = 1  # one after the other, here: the order they land in is the order taken
+    first = AnalysisRun.objects.create(study=planted_study, thresholds=planted_study.quality_thresholds)
+    assert runs.task_body(kind=runs.ANALYSIS, run_id=first.pk) == "done"
+    made_up = {"friedman": 5.0, "rater_loo": 4.0, "descriptives": 3.0, "region_means": 2.0, "bradley_terry": 1.0}
+    AnalysisRun.objects.filter(pk=first.pk).update(
+        timings={**first.timings, **{f"statistics.{name}": s for name, s in made_up.items()}})
+    second = AnalysisRun.objects.create(study=planted_study, thresholds=planted_study.quality_thresholds)
+    assert runs.task_body(kind=runs.ANALYSIS, run_id=second.pk) == "done"
+    landed = list(ResultTable.objects.filter(run=second, name__in=OTHERS).order_by("pk").values_list("name", flat=True))
+    assert landed == sorted(made_up, key=made_up.get, reverse=True)

@@ -532,13 +532,14 @@ def _analysis_steps(run: AnalysisRun, attempt: int, steps: RunSteps) -> None:
     with steps.step("quality"):
         result = quality.apply_quality_rules(built["ratings"], built["participants"], built["gold"], run.thresholds,
                                              design.subgroups)
-    plan = fanout.statistics_plan(analyses, seconds=_table_seconds_of_last_run(run))
+    seconds = _table_seconds_of_last_run(run)
+    plan = fanout.statistics_plan(analyses, seconds=seconds)
     with steps.step("persist"):
         analysis_run_quality_persist(run_id=run.pk, study_id=run.study_id, attempt=attempt, result=result,
                                      pending=plan.table_names)
     shared = {**built, "participants": _with_quality(built["participants"], result)}
     if plan.parts and parts_computed_here():
-        _paper_and_parts_here(run, attempt, steps, plan, shared, design)
+        _paper_and_parts_here(run, attempt, steps, plan, shared, design, seconds)
         return
     with steps.step("statistics"):
         computed = _statistics(shared, plan.paper, design)
@@ -597,7 +598,7 @@ def parts_computed_here() -> bool:
 
 
 def _paper_and_parts_here(run: AnalysisRun, attempt: int, steps: RunSteps, plan: fanout.Plan,
-                          shared: frame_builders.Frames, design: Design) -> None:
+                          shared: frame_builders.Frames, design: Design, seconds: Mapping[str, float]) -> None:
     """The paper's tables here, and the others in processes forked here (``analysis.running.side_by_side``),
     one table an item, the longest first; each lands as it arrives, after the paper's.
 
@@ -605,8 +606,8 @@ def _paper_and_parts_here(run: AnalysisRun, attempt: int, steps: RunSteps, plan:
     if this process dies, the run's lease expires and the whole run is sent again.
     """
     _, begun = _part_begin(run.pk, attempt, [name for names in plan.parts for name in names])
-    seconds = _table_seconds_of_last_run(run)
-    # Without an earlier run's times the plan's order stands: the slow analyses first.
+    # ``seconds``: each table's time in the study's last run. Without them the plan's order stands: the slow
+    # analyses first.
     todo = sorted(begun, key=lambda name: -seconds.get(name, math.inf))
 
     def compute(name: str) -> pipeline.Statistics:
