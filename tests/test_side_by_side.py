@@ -96,6 +96,20 @@ def test_a_child_that_is_killed_breaks_the_computation_instead_of_hanging_it():
             list(computation.results())
 
 
+def _count_studies(_: int) -> int:
+    from surveys.models import Study
+
+    return Study.objects.count()
+
+
+@pytest.mark.django_db
+def test_a_child_that_asks_for_the_database_is_refused_and_the_parents_connection_still_works(tide):
+    with pytest.raises(side_by_side.ChildUsedTheDatabase):
+        with SideBySide(_count_studies, [1, 2], processes=2) as computation:
+            list(computation.results())
+    assert _count_studies(0) >= 1  # the parent's session on the server was not ended by the children
+
+
 def _grandchildren_pids(_: int) -> list[int]:
     """Inside a process of celery's pool (billiard marks it daemonic): the pids of the children it forks."""
     with SideBySide(_square_and_pid, [1, 2, 3, 4], processes=2) as computation:

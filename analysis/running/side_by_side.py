@@ -8,7 +8,8 @@ tables, which the parent lands as each arrives (``analysis.running.runs``). The 
 database: they run the pure statistics step only.
 
 The children are forked, so they see the parent's code as it is, monkeypatches included, and exit without
-running the parent's clean-ups (``os._exit``): the database connection they inherited is left to the parent.
+running the parent's clean-ups (``os._exit``): the database connection they inherited is left to the parent,
+and a child that asks for the database is refused (``ChildUsedTheDatabase``).
 On Linux they are also killed with their parent (``PR_SET_PDEATHSIG``): a run's process killed at its time
 limit leaves no child behind. That is why they may be forked inside a worker process of celery's prefork
 pool too, which billiard marks daemonic (multiprocessing refuses children to a daemonic process, lest they
@@ -68,18 +69,40 @@ def processes_available() -> int:
     return max(1, int(getattr(settings, "ANALYSIS_PROCESSES", 0) or os.cpu_count() or 1))
 
 
-def _die_with_parent() -> None:
-    """Each child's first step (Linux): the kernel kills it when the process that forked it ends."""
+# The database connections a child inherited: held, never closed nor finalized there (closing one would end
+# the parent's session on the server, which shares the socket).
+_inherited_connections: list = []
+
+
+class ChildUsedTheDatabase(RuntimeError):
+    """A function computed side by side asked for the database: only the parent may use it."""
+
+
+def _refuse_the_database(*args: object, **kwargs: object) -> None:
+    raise ChildUsedTheDatabase("a run's side-by-side process asked for the database: its parent's connection "
+                               "is not its own, and only the parent reads and writes")
+
+
+def _child_setup() -> None:
+    """Each child's first step: (Linux) the kernel kills it when the process that forked it ends; and the
+    database connections it inherited are put out of its reach, so that a function that asks for the
+    database fails at once instead of talking over the parent's connection."""
     prctl = _libc_prctl()
     if prctl is not None:
         prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         if os.getppid() != _parent_pid:  # the parent ended before the call above
             os._exit(1)
+    from django.db import connections
+
+    for connection in connections.all():
+        _inherited_connections.append(connection.connection)
+        connection.connection = None
+        connection.ensure_connection = _refuse_the_database
 
 
 @contextmanager
 def _children_allowed() -> Iterator[None]:
-    """Lift a daemonic process's mark while its children are forked (they die with it: ``_die_with_parent``)."""
+    """Lift a daemonic process's mark while its children are forked (they die with it: ``_child_setup``)."""
     config = multiprocessing.current_process()._config
     daemonic = config.get("daemon")
     config["daemon"] = False
@@ -116,7 +139,7 @@ class SideBySide(Generic[Item, Result]):
         if self.processes > 1 and _forking.acquire(blocking=False):
             _function, _items, _parent_pid = self.function, self.items, os.getpid()
             try:
-                self._executor = ProcessPoolExecutor(max_workers=self.processes, initializer=_die_with_parent,
+                self._executor = ProcessPoolExecutor(max_workers=self.processes, initializer=_child_setup,
                                                      mp_context=multiprocessing.get_context("fork"))
                 # The children are forked at the first submission, all at once (the fork start method).
                 with _children_allowed():
