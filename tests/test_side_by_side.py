@@ -175,7 +175,8 @@ def _alive(pid: int) -> bool:
 # ---------------------------------------------------------------- where a run's parts are computed
 
 
-def test_parts_are_computed_here_when_every_worker_is_on_this_machine(settings):
+def test_parts_are_computed_here_when_every_worker_is_on_this_machine(settings, monkeypatch):
+    monkeypatch.delenv("CELERY_BROKER_URL", raising=False)  # Celery prefers it to the broker_url set below
     settings.ANALYSIS_PARTS = "auto"
     previous = app.conf.broker_url
     try:
