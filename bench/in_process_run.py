@@ -24,7 +24,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 import warnings
 from pathlib import Path
 
@@ -58,8 +57,8 @@ def main(argv: list[str] | None = None) -> int:
 
     logging.disable(logging.INFO)  # each part's landing is logged; the figures are printed below
     from analysis import warmup
-    from analysis.models import AnalysisRun
-    from analysis.running import runs, side_by_side
+    from analysis.running import side_by_side
+    from bench import bench_fanout as fanout_bench
     from surveys.models import Study
 
     warmup.warm_up()
@@ -68,12 +67,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{side_by_side.processes_available()} process(es); load {os.getloadavg()[0]:.2f}")
     seconds = []
     for n in range(1, args.runs + 1):
-        run = AnalysisRun.objects.create(study=study, thresholds=study.quality_thresholds, requested_by="bench")
-        began = time.perf_counter()
-        claim = runs.run_claim(kind=runs.ANALYSIS, run_id=run.pk)
-        runs.run_execute(kind=runs.ANALYSIS, run_id=run.pk, attempt=claim.attempt)
-        seconds.append(time.perf_counter() - began)
-        run.refresh_from_db()
+        run, took = fanout_bench.in_process_run(study)
+        seconds.append(took)
         if run.status != "done":
             raise SystemExit(f"run {run.pk} ended {run.status}: {run.error}")
         steps = ", ".join(f"{k} {run.timings[k]:.2f}" for k in ("frames", "quality", "persist", "statistics")

@@ -110,19 +110,21 @@ def test_a_child_that_asks_for_the_database_is_refused_and_the_parents_connectio
     assert _count_studies(0) >= 1  # the parent's session on the server was not ended by the children
 
 
-def _grandchildren_pids(_: int) -> list[int]:
-    """Inside a process of celery's pool (billiard marks it daemonic): the pids of the children it forks."""
+def _grandchildren_pids(_: int) -> tuple[int, bool, list[int]]:
+    """Inside a process of celery's pool (billiard marks it daemonic): its pid, whether it forked, and the
+    pids of the processes that computed the items."""
     with SideBySide(_square_and_pid, [1, 2, 3, 4], processes=2) as computation:
-        return sorted({pid for _, (_, pid) in computation.results()})
+        return os.getpid(), computation.forked, sorted({pid for _, (_, pid) in computation.results()})
 
 
 def test_a_process_of_celerys_prefork_pool_may_fork_its_children():
     pool = billiard.Pool(1)
     try:
-        pids = pool.apply(_grandchildren_pids, (0,))
+        pool_worker, forked, pids = pool.apply(_grandchildren_pids, (0,))
     finally:
         pool.terminate()
-    assert pids and os.getpid() not in pids
+    # Computed in the pool worker's own children, not by the worker itself nor by this process.
+    assert forked and pids and pool_worker not in pids and os.getpid() not in pids
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
