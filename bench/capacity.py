@@ -44,6 +44,8 @@ class Step:
     rps: float
     p95: float
     errors: int
+    # The load generator's own CPU (cores' worth, its process time over the wall time): what it took from the server.
+    client_cores: float = float("nan")
 
     @property
     def sustained(self) -> bool:
@@ -111,14 +113,16 @@ def survey_step(base_url: str, clients: int, seconds: float, seed: int) -> Step:
                 continue
 
     threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+    cpu_began = time.process_time()
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    client_cores = (time.process_time() - cpu_began) / (time.perf_counter() - recorder.t0)
     # Only requests that ended inside the window (the last ones of each client may end just after it).
     window = [s for s in recorder.samples if s.started + s.seconds <= seconds]
     ok = [s.seconds for s in window if 0 < s.status < 400]
-    return Step(len(ok) / seconds, surge.percentile(ok, 95), len(window) - len(ok))
+    return Step(len(ok) / seconds, surge.percentile(ok, 95), len(window) - len(ok), client_cores)
 
 
 def queries_per_request() -> dict[str, float]:
@@ -172,7 +176,7 @@ def main(argv=None) -> int:
     print(f"queries per request: block GET {queries['GET page']:.1f}, answer POST {queries['POST page']:.1f} "
           "(median over one bot's survey, in-process; transaction control not counted)")
     print(f"{'clients':>7} {'healthz/s':>10} {'p95 ms':>7} {'survey/s':>9} {'p95 ms':>7} {'errors':>6} "
-          f"{'ratio':>6} {'q/GET':>6} {'q/POST':>6} {'load':>5}  sustained")
+          f"{'ratio':>6} {'q/GET':>6} {'q/POST':>6} {'client':>6} {'load':>5}  sustained")
     best: tuple[int, Step, float] | None = None
     try:
         for clients in [int(c) for c in args.steps.split(",")]:
@@ -181,7 +185,8 @@ def main(argv=None) -> int:
             ratio = survey.rps / healthz.rps if healthz.rps else float("nan")
             print(f"{clients:7d} {healthz.rps:10.1f} {healthz.p95 * 1000:7.0f} {survey.rps:9.1f} "
                   f"{survey.p95 * 1000:7.0f} {survey.errors:6d} {ratio:6.3f} {queries['GET page']:6.1f} "
-                  f"{queries['POST page']:6.1f} {os.getloadavg()[0]:5.1f}  {'yes' if survey.sustained else 'no'}",
+                  f"{queries['POST page']:6.1f} {survey.client_cores:6.2f} {os.getloadavg()[0]:5.1f}  "
+                  f"{'yes' if survey.sustained else 'no'}",
                   flush=True)
             if survey.sustained and (best is None or survey.rps > best[1].rps):
                 best = (clients, survey, ratio)

@@ -171,6 +171,9 @@ def _participant_flow_queryset(*, participant_id: int, slug: str):
     ).order_by("visit__sequence")
     return (
         Participant.objects.select_related("study")
+        # The definition the study was loaded from (tens of kilobytes of JSON) is for reloads and exports,
+        # never for a participant's page: read on every request, it cost more than the rest of the query.
+        .defer("study__definition")
         .filter(pk=participant_id, study__slug=slug)
         .annotate(
             visit_rows=_visit_rows(),

@@ -70,6 +70,10 @@ def test_it_reads_a_block_page_in_five_queries_and_saves_it_in_eight(client, tid
     assert len(counts["GET"]) == GET, "\n".join(counts["GET"])
     assert len(counts["POST"]) == POST <= BLOCK_POST_MAX, "\n".join(counts["POST"])
     assert not any("surveys_dimension" in sql or "surveys_freetextquestion" in sql for sql in counts["POST"])
+    # The study's stored definition (tens of kilobytes of JSON) is not read for a participant's page.
+    pages = counts["first GET"] + counts["GET"] + counts["POST"]
+    assert not any('"surveys_study"."definition"' in sql for sql in pages), "\n".join(pages)
+    assert any('"surveys_study"."slug"' in sql for sql in counts["GET"])  # the study itself is read
 
 
 def test_the_counts_stay_with_a_draft_kept_and_on_check_pages(client, tide, steps):
