@@ -82,6 +82,10 @@ def database_config(url: str | None, *, base_dir: Path) -> dict:
     # yet caught up with a study just loaded or a launch's first thousand entrants) would spend tens of
     # milliseconds compiling a query that runs in two (measured on an entry, issue 25).
     config["OPTIONS"]["options"] = "-c jit=off"
+    # The participant pages' few statements are prepared on the server, once per connection
+    # (web.prepared_queries); Django's own cursors bind on the client and never prepare.
+    if env_bool("DATABASE_PREPARED_STATEMENTS", True):
+        config["OPTIONS"]["prepare_threshold"] = 0
     return config
 
 

@@ -135,6 +135,40 @@ def test_an_update_writes_what_the_orm_writes_and_counts_the_rows(filled):
     assert Participant.objects.get(pk=first.pk).last_seen_at == now
 
 
+def _server_prepared() -> list[str]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement FROM pg_prepared_statements")
+        return [row[0] for row in cursor.fetchall()]
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="statements are prepared on PostgreSQL's server")
+@pytest.mark.parametrize("threshold", [0, None])
+def test_on_postgresql_the_statement_is_prepared_on_the_server_once(filled, threshold):
+    """With the connection's prepare_threshold (config.settings sets 0) a prepared query's statement is
+    prepared by PostgreSQL on its first run and reused after; without one (DATABASE_PREPARED_STATEMENTS off)
+    nothing is prepared. The rows are the ORM's either way, and Django counts the query as before."""
+    connection.ensure_connection()
+    kept = connection.connection.prepare_threshold
+    connection.connection.prepare_threshold = threshold
+    try:
+        participant = Participant.objects.filter(study=filled).order_by("pk").first()
+        expected = selectors._participant_flow_queryset(participant_id=participant.pk, slug=filled.slug).get()
+        before = _server_prepared()
+        with CaptureQueriesContext(connection) as captured:
+            runs = [selectors._participant_flow.run(participant_id=participant.pk, slug=filled.slug) for _ in range(3)]
+        after = _server_prepared()
+    finally:
+        connection.connection.prepare_threshold = kept
+    assert len(captured) == 3
+    for found in runs:
+        assert [_fields(p) for p in found] == [_fields(expected)] and found[0].visit_rows == expected.visit_rows
+    new = [statement for statement in after if statement not in before]
+    if threshold is None:
+        assert new == []
+    else:
+        assert len(new) == 1 and '"surveys_participant"' in new[0] and "$1" in new[0]
+
+
 def test_a_list_value_is_compiled_once_per_length(filled):
     placements = list(ItemPlacement.objects.filter(visit__participant__study=filled).order_by("pk")[:5])
     prepared = PreparedUpdate(

@@ -57,6 +57,16 @@ def test_it_parses_a_postgres_url(tmp_path):
     assert (config["NAME"], config["HOST"], config["PORT"], config["USER"]) == ("survey", "db.example", 5433, "alice")
 
 
+def test_postgres_prepares_statements_unless_switched_off(tmp_path, monkeypatch):
+    url = "postgres://alice@db.example:5433/survey"
+    assert database_config(url, base_dir=tmp_path)["OPTIONS"]["prepare_threshold"] == 0
+    monkeypatch.setenv("DATABASE_PREPARED_STATEMENTS", "false")
+    assert "prepare_threshold" not in database_config(url, base_dir=tmp_path)["OPTIONS"]
+    monkeypatch.setenv("DATABASE_PREPARED_STATEMENTS", "sometimes")
+    with pytest.raises(ImproperlyConfigured, match="DATABASE_PREPARED_STATEMENTS"):
+        database_config(url, base_dir=tmp_path)
+
+
 @pytest.mark.parametrize("url", ["mysql://x@h/db", "nonsense", "postgres://h:notaport/db"])
 def test_it_rejects_an_unsupported_database_url(url, tmp_path):
     with pytest.raises(ImproperlyConfigured, match="DATABASE_URL"):

@@ -12,16 +12,26 @@ executes it with the caller's values:
 
 A parameter is an ``int``, a ``str``, a ``datetime`` (for a DateTimeField: the backend's adaptation is applied
 to the value, as the ORM applies it) or a ``list`` of ints (one compilation per length).
+
+On PostgreSQL the statement is also prepared on the server, once per connection: planning these statements
+cost PostgreSQL more than running them (the participant's flow read 1.0 ms of planning and 0.7 ms of execution,
+the block page's placements 1.3 and 0.3 ms, measured with pg_stat_statements under load). Django's cursors
+bind values on the client, which PostgreSQL plans anew each time; a prepared statement's cursor binds them on
+the server (psycopg prepares a statement on its first execution on a connection when the connection's
+``prepare_threshold`` is 0, which ``config.settings`` sets unless ``DATABASE_PREPARED_STATEMENTS`` is off, e.g.
+behind a pooler in transaction mode older than PgBouncer 1.21). Every other query keeps Django's cursor.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any, Generic, TypeVar
 
+import psycopg
 from django.db import connections, router, transaction
 from django.db.models import Model, QuerySet
 from django.db.models.query import get_related_populators
@@ -50,6 +60,27 @@ def _as_parameter(kind: type, value: Any, connection) -> Any:
     if kind is datetime:
         return connection.ops.adapt_datetimefield_value(value)
     return value
+
+
+class _ServerBindingCursor(psycopg.Cursor):
+    """psycopg's cursor that binds values on the server. Django's query log (``CaptureQueriesContext``, the
+    SQL debug log) reads the last statement from ``_query``, which psycopg 3.3 leaves unset when it runs a
+    prepared statement; this cursor keeps it set (the SQL with ``$1`` placeholders)."""
+
+    def _maybe_prepare_gen(self, pgq, **options):
+        self._query = pgq
+        return super()._maybe_prepare_gen(pgq, **options)
+
+
+@contextmanager
+def _statement_cursor(connection) -> Iterator[Any]:
+    """Django's cursor (its error wrapping, query logging and execute wrappers), binding on the server where
+    the connection prepares statements (PostgreSQL with a ``prepare_threshold``)."""
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql" and connection.connection.prepare_threshold is not None:
+            cursor.cursor.close()
+            cursor.cursor = _ServerBindingCursor(connection.connection)
+        yield cursor
 
 
 class PreparationError(RuntimeError):
@@ -157,7 +188,7 @@ class PreparedQuery(_Prepared, Generic[M]):
 
     def run(self, **values: Any) -> list[M]:
         compiled, alias, adapted = self._prepared_for(values)
-        with connections[alias].cursor() as cursor:
+        with _statement_cursor(connections[alias]) as cursor:
             cursor.execute(compiled.sql, compiled.parameters(adapted))
             rows = cursor.fetchall()
         return self._instances(compiled, rows, alias)
@@ -216,7 +247,7 @@ class PreparedUpdate(_Prepared):
 
     def run(self, **values: Any) -> int:
         compiled, alias, adapted = self._prepared_for(values)
-        with transaction.mark_for_rollback_on_error(using=alias), connections[alias].cursor() as cursor:
+        with transaction.mark_for_rollback_on_error(using=alias), _statement_cursor(connections[alias]) as cursor:
             cursor.execute(compiled.sql, compiled.parameters(adapted))
             return cursor.rowcount
 
