@@ -46,10 +46,32 @@ class Step:
     errors: int
     # The load generator's own CPU (cores' worth, its process time over the wall time): what it took from the server.
     client_cores: float = float("nan")
+    # The server's CPU (gunicorn and PostgreSQL) per request served in the step, in milliseconds: what a request
+    # costs, less sensitive than req/s to what else the machine does; 2 cores / this = the ceiling in req/s.
+    server_ms: float = float("nan")
 
     @property
     def sustained(self) -> bool:
         return self.p95 <= P95_TARGET and self.errors == 0
+
+
+def server_cpu_seconds() -> float:
+    """CPU seconds used so far by the server's processes: gunicorn's and PostgreSQL's, with the children
+    they have reaped (a gunicorn worker replaced after max_requests, a closed database connection), so that
+    the difference over a step is what the server spent on it, whatever exited meanwhile."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                command = f.read().replace(b"\0", b" ")
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:  # exited meanwhile: its time is in its parent's children's time
+            continue
+        if b"gunicorn" in command or command.startswith(b"postgres") or b"bin/postgres" in command:
+            total += sum(int(value) for value in fields[11:15])  # utime, stime, cutime, cstime
+    return total / ticks
 
 
 class _WindowOver(Exception):
@@ -113,16 +135,17 @@ def survey_step(base_url: str, clients: int, seconds: float, seed: int) -> Step:
                 continue
 
     threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
-    cpu_began = time.process_time()
+    cpu_began, server_began = time.process_time(), server_cpu_seconds()
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     client_cores = (time.process_time() - cpu_began) / (time.perf_counter() - recorder.t0)
+    server_ms = (server_cpu_seconds() - server_began) * 1000 / max(len(recorder.samples), 1)
     # Only requests that ended inside the window (the last ones of each client may end just after it).
     window = [s for s in recorder.samples if s.started + s.seconds <= seconds]
     ok = [s.seconds for s in window if 0 < s.status < 400]
-    return Step(len(ok) / seconds, surge.percentile(ok, 95), len(window) - len(ok), client_cores)
+    return Step(len(ok) / seconds, surge.percentile(ok, 95), len(window) - len(ok), client_cores, server_ms)
 
 
 def queries_per_request() -> dict[str, float]:
@@ -176,7 +199,7 @@ def main(argv=None) -> int:
     print(f"queries per request: block GET {queries['GET page']:.1f}, answer POST {queries['POST page']:.1f} "
           "(median over one bot's survey, in-process; transaction control not counted)")
     print(f"{'clients':>7} {'healthz/s':>10} {'p95 ms':>7} {'survey/s':>9} {'p95 ms':>7} {'errors':>6} "
-          f"{'ratio':>6} {'q/GET':>6} {'q/POST':>6} {'client':>6} {'load':>5}  sustained")
+          f"{'ratio':>6} {'q/GET':>6} {'q/POST':>6} {'client':>6} {'ms/req':>6} {'load':>5}  sustained")
     best: tuple[int, Step, float] | None = None
     try:
         for clients in [int(c) for c in args.steps.split(",")]:
@@ -185,7 +208,7 @@ def main(argv=None) -> int:
             ratio = survey.rps / healthz.rps if healthz.rps else float("nan")
             print(f"{clients:7d} {healthz.rps:10.1f} {healthz.p95 * 1000:7.0f} {survey.rps:9.1f} "
                   f"{survey.p95 * 1000:7.0f} {survey.errors:6d} {ratio:6.3f} {queries['GET page']:6.1f} "
-                  f"{queries['POST page']:6.1f} {survey.client_cores:6.2f} {os.getloadavg()[0]:5.1f}  "
+                  f"{queries['POST page']:6.1f} {survey.client_cores:6.2f} {survey.server_ms:6.1f} {os.getloadavg()[0]:5.1f}  "
                   f"{'yes' if survey.sustained else 'no'}",
                   flush=True)
             if survey.sustained and (best is None or survey.rps > best[1].rps):
