@@ -6,7 +6,9 @@ when it is done, starts again as a new participant, so the offered load is the s
 to the last. A row is sustained when its p95 is at most 250 ms with no errors; the ratio compares the survey
 with /healthz at the same number of clients in the same run. Every row also shows the queries per request of
 the pages served (block GET and answer POST), counted in-process on the same code and database by one bot
-driven through Django's test Client (the count does not depend on the load).
+driven through Django's test Client (the count does not depend on the load), the load generator's own CPU
+(``client``, in cores) and the server's CPU per request (``ms/req``: gunicorn and PostgreSQL), which moves
+less than req/s with what else the machine does.
 
 Usage::
 
