@@ -53,12 +53,19 @@ def _attempt_keys(request: HttpRequest) -> tuple[str, str]:
 
 
 def _attempt_allowed(request: HttpRequest) -> bool:
-    """Count this attempt (account and address); False, with the count taken back, when over a limit."""
+    """Count this attempt (account, then address); False, with the counts taken back, when over a limit.
+
+    The address is counted only once the account let the attempt in: otherwise the places that a burst
+    of refused attempts holds for a moment would push the address over its limit, and an attempt that
+    the account had let in would be refused as spraying.
+    """
     account_key, address_key = _attempt_keys(request)
-    account_attempts, address_attempts = hit(account_key, WINDOW_SECONDS), hit(address_key, WINDOW_SECONDS)
-    spraying = (address_attempts > MAX_ADDRESS_FAILURES
+    if hit(account_key, WINDOW_SECONDS) > MAX_FAILURES:
+        release(account_key)
+        return False
+    spraying = (hit(address_key, WINDOW_SECONDS) > MAX_ADDRESS_FAILURES
                 and count(_address_account_key(_address(request), _username(request))) > 0)
-    if account_attempts > MAX_FAILURES or spraying:
+    if spraying:
         _give_back(request)
         return False
     return True
