@@ -1,5 +1,6 @@
 """gunicorn settings for the production stack (bin/serve-production)."""
 
+import gc
 import multiprocessing
 import os
 
@@ -36,6 +37,15 @@ def when_ready(server):
     from django.urls import get_resolver
 
     get_resolver().url_patterns
+
+
+def pre_fork(server, worker):
+    """The objects loaded so far (Django, pandas, scipy, plotly: a few hundred thousand) are moved out of the
+    collector's reach before each fork: a worker's full collections walked them all again and again, about
+    a tenth of a participant request's CPU (measured in docs/capacity.md), and touching them copied the
+    master's pages into every worker."""
+    if os.environ.get("GUNICORN_GC_FREEZE", "true").lower() not in {"0", "false", "no", "off"}:
+        gc.freeze()
 
 
 def post_request(worker, req, environ, resp):
