@@ -44,7 +44,9 @@ def pre_fork(server, worker):
     collector's reach before each fork: a worker's collections walked them again and again (0.37-0.43 ms of
     a participant request's 7-9 ms of CPU; 0.26-0.33 ms frozen, docs/capacity.md), and touching them copied
     the master's pages into every worker."""
-    if os.environ.get("GUNICORN_GC_FREEZE", "true").lower() not in {"0", "false", "no", "off"}:
+    from config.settings import env_bool  # loaded already: the app is preloaded
+
+    if env_bool("GUNICORN_GC_FREEZE", True):
         gc.freeze()
 
 
