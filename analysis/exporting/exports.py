@@ -142,8 +142,10 @@ def table_rows(name: str) -> Callable[[AnalysisRun], Rows]:
     return rows
 
 
-# 250 TIDE participants are 30,000 rows: a frame of a few MB, its reading and writing a few tens of MB.
-_PARTICIPANTS_PER_FRAME = 250
+# 125 TIDE participants are 15,000 rows: a frame of a few MB, its reading and writing a few tens of MB.
+# 250 took the exporting process to 308 MB at 1.2 M ratings (bench/bench_export.py, target <= 300 MB) once
+# pandas 3 imported pyarrow; 125 gave 282-283 MB at the same speed (docs/api.md).
+_PARTICIPANTS_PER_FRAME = 125
 
 
 def csv_cells(column: pd.Series, *, whole: bool = False) -> np.ndarray:
